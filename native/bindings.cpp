@@ -1,0 +1,98 @@
+// Python bindings: the only file that knows pybind11 beyond the boundary checks.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+
+#include "array_checks.h"
+#include "ssd_model.h"
+
+namespace py = pybind11;
+using namespace ssd;
+
+namespace {
+
+template <typename T>
+Model<T> make_model(const py::dict& state_dict) {
+  typename Model<T>::Weights weights;
+  for (const auto& [key, value] : state_dict) {
+    if (!py::isinstance<py::str>(key)) throw py::type_error("state_dict keys must be str, got " + std::string(py::repr(key)));
+    const std::string name = py::str(key);
+    weights[name] = tensor_from_array<T>(value, "state_dict['" + name + "']");
+  }
+  return Model<T>(std::move(weights));
+}
+
+// -> {tap name: array} in execution order
+template <typename T>
+py::dict forward(Model<T>& model, const py::handle& images_obj) {
+  Tensor<T> images = tensor_from_array<T>(images_obj, "images");
+  check_images(images, model.image_size());
+  {
+    py::gil_scoped_release release;
+    model.forward(images);
+  }
+  py::dict trace;
+  for (const auto& name : model.tap_order()) trace[py::str(name)] = array_from_tensor(model.tap(name));
+  return trace;
+}
+
+// inp (B,C,H,W), weight (OC,C,KH,KW), bias (OC) -> out (B,OC,OH,OW); reference=True runs the direct loop
+template <typename T>
+py::array_t<T> conv2d(const py::handle& inp_obj, const py::handle& weight_obj, const py::handle& bias_obj,
+                      int stride, int pad, int dilation, bool reference) {
+  const Tensor<T> inp = tensor_from_array<T>(inp_obj, "inp");
+  const Tensor<T> weight = tensor_from_array<T>(weight_obj, "weight");
+  const Tensor<T> bias = tensor_from_array<T>(bias_obj, "bias");
+  if (inp.shape.size() != 4 || weight.shape.size() != 4 || bias.shape.size() != 1)
+    throw std::invalid_argument("conv2d expects inp (B,C,H,W), weight (OC,C,KH,KW), bias (OC); got " +
+                                shape_str(inp.shape) + ", " + shape_str(weight.shape) + ", " + shape_str(bias.shape));
+  if (weight.dim(1) != inp.dim(1) || bias.dim(0) != weight.dim(0))
+    throw std::invalid_argument("conv2d channel mismatch: inp " + shape_str(inp.shape) + ", weight " +
+                                shape_str(weight.shape) + ", bias " + shape_str(bias.shape));
+  if (stride < 1 || pad < 0 || dilation < 1)
+    throw std::invalid_argument("conv2d needs stride >= 1, pad >= 0, dilation >= 1; got stride=" +
+                                std::to_string(stride) + " pad=" + std::to_string(pad) +
+                                " dilation=" + std::to_string(dilation));
+  const ConvGeometry g{int(inp.dim(1)), int(inp.dim(2)), int(inp.dim(3)), int(weight.dim(0)), int(weight.dim(2)),
+                       int(weight.dim(3)), stride, pad, dilation};
+  if (g.OH() < 1 || g.OW() < 1)
+    throw std::invalid_argument("conv2d output would be empty for input " + shape_str(inp.shape) + " and kernel " +
+                                shape_str(weight.shape));
+  Tensor<T> out({inp.dim(0), g.OC, g.OH(), g.OW()});
+  {
+    py::gil_scoped_release release;
+    std::vector<T> scratch;
+    const int64_t in_size = int64_t(g.C) * g.H * g.W, out_size = int64_t(g.OC) * g.OH() * g.OW();
+    for (int64_t n = 0; n < inp.dim(0); ++n) {
+      if (reference)
+        conv2d_forward_reference(out.ptr() + n * out_size, inp.ptr() + n * in_size, weight.ptr(), bias.ptr(), g);
+      else
+        conv2d_forward(out.ptr() + n * out_size, inp.ptr() + n * in_size, weight.ptr(), bias.ptr(), g, scratch);
+    }
+  }
+  return array_from_tensor(out);
+}
+
+template <typename T>
+void bind_model(py::module_& m, const char* name) {
+  py::class_<Model<T>>(m, name)
+      .def(py::init(&make_model<T>), py::arg("state_dict"),
+           "Load a torchvision SSD300 state_dict (any channel widths) by name.")
+      .def("forward", &forward<T>, py::arg("images"), "images (B,3,300,300) -> {tap: array} in execution order")
+      .def_property_readonly("num_classes", &Model<T>::num_classes)
+      .def_property_readonly("num_priors", &Model<T>::num_priors)
+      .def_property_readonly("weight_names", &Model<T>::weight_names);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(ssd_native, m) {
+  m.doc() = "Native C++ SSD300 (float and double builds) for parity checks against torchvision.";
+  bind_model<float>(m, "ModelFloat32");
+  bind_model<double>(m, "ModelFloat64");
+  m.def("conv2d_float32", &conv2d<float>, py::arg("inp"), py::arg("weight"), py::arg("bias"), py::arg("stride") = 1,
+        py::arg("pad") = 0, py::arg("dilation") = 1, py::arg("reference") = false);
+  m.def("conv2d_float64", &conv2d<double>, py::arg("inp"), py::arg("weight"), py::arg("bias"), py::arg("stride") = 1,
+        py::arg("pad") = 0, py::arg("dilation") = 1, py::arg("reference") = false);
+}

@@ -1,0 +1,141 @@
+// 2-D convolution, one image at a time, as tiled im2col + GEMM. The column buffer covers one tile of output
+// pixels, never the whole image, so scratch memory stays bounded at the 300x300 layers.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "gemm.h"
+
+namespace ssd {
+
+struct ConvGeometry {
+  int C, H, W;        // input channels and size
+  int OC, KH, KW;     // output channels, kernel size
+  int stride, pad, dilation;
+  int OH() const { return (H + 2 * pad - dilation * (KH - 1) - 1) / stride + 1; }
+  int OW() const { return (W + 2 * pad - dilation * (KW - 1) - 1) / stride + 1; }
+  int patch() const { return C * KH * KW; }
+  // A 1x1, stride 1, unpadded conv reads its input as the column matrix directly.
+  bool is_pointwise() const { return KH == 1 && KW == 1 && stride == 1 && pad == 0; }
+};
+
+// Output pixels per tile, so that the column buffer holds at most kColumnBudget elements.
+constexpr int64_t kColumnBudget = int64_t(1) << 21;
+inline int conv_tile_pixels(const ConvGeometry& g) {
+  const int64_t pixels = int64_t(g.OH()) * g.OW();
+  return int(std::max<int64_t>(1, std::min<int64_t>(pixels, kColumnBudget / g.patch())));
+}
+
+// inp (C,H,W) -> col (C*KH*KW, p1-p0) for output pixels [p0, p1); out-of-image taps read 0
+template <typename T>
+void im2col(T* col, const T* inp, const ConvGeometry& g, int p0, int p1) {
+  const int OW = g.OW(), n = p1 - p0;
+#pragma omp parallel for schedule(static)
+  for (int row = 0; row < g.patch(); ++row) {
+    const int c = row / (g.KH * g.KW), kh = (row / g.KW) % g.KH, kw = row % g.KW;
+    const T* plane = inp + int64_t(c) * g.H * g.W;
+    T* dst = col + int64_t(row) * n;
+    for (int p = p0; p < p1; ++p) {
+      const int iy = (p / OW) * g.stride - g.pad + kh * g.dilation;
+      const int ix = (p % OW) * g.stride - g.pad + kw * g.dilation;
+      dst[p - p0] = (iy >= 0 && iy < g.H && ix >= 0 && ix < g.W) ? plane[iy * g.W + ix] : T(0);
+    }
+  }
+}
+
+// col (C*KH*KW, p1-p0) -> grad_inp (C,H,W), adding each column entry back to the input pixel it was read from
+template <typename T>
+void col2im_add(T* grad_inp, const T* col, const ConvGeometry& g, int p0, int p1) {
+  const int OW = g.OW(), n = p1 - p0, taps = g.KH * g.KW;
+  // One thread per input channel: the rows of one channel all write into the same plane.
+#pragma omp parallel for schedule(static)
+  for (int c = 0; c < g.C; ++c) {
+    T* plane = grad_inp + int64_t(c) * g.H * g.W;
+    for (int t = 0; t < taps; ++t) {
+      const int kh = t / g.KW, kw = t % g.KW;
+      const T* src = col + int64_t(c * taps + t) * n;
+      for (int p = p0; p < p1; ++p) {
+        const int iy = (p / OW) * g.stride - g.pad + kh * g.dilation;
+        const int ix = (p % OW) * g.stride - g.pad + kw * g.dilation;
+        if (iy >= 0 && iy < g.H && ix >= 0 && ix < g.W) plane[iy * g.W + ix] += src[p - p0];
+      }
+    }
+  }
+}
+
+// inp (C,H,W), weight (OC,C,KH,KW), bias (OC) -> out (OC,OH,OW)
+template <typename T>
+void conv2d_forward(T* out, const T* inp, const T* weight, const T* bias, const ConvGeometry& g,
+                    std::vector<T>& scratch) {
+  const int pixels = g.OH() * g.OW(), K = g.patch();
+  if (g.is_pointwise()) {
+    gemm(false, false, g.OC, pixels, K, T(1), weight, K, inp, pixels, T(0), out, pixels);
+  } else {
+    const int tile = conv_tile_pixels(g);
+    scratch.resize(size_t(K) * tile);
+    for (int p0 = 0; p0 < pixels; p0 += tile) {
+      const int p1 = std::min(pixels, p0 + tile);
+      im2col(scratch.data(), inp, g, p0, p1);
+      gemm(false, false, g.OC, p1 - p0, K, T(1), weight, K, scratch.data(), p1 - p0, T(0), out + p0, pixels);
+    }
+  }
+  for (int oc = 0; oc < g.OC; ++oc) {
+    T* row = out + int64_t(oc) * pixels;
+    for (int p = 0; p < pixels; ++p) row[p] += bias[oc];
+  }
+}
+
+// dout (OC,OH,OW), inp (C,H,W), weight (OC,C,KH,KW) -> grad_inp (C,H,W) +=, grad_weight (OC,C,KH,KW) +=,
+// grad_bias (OC) +=. grad_inp may be null (the network input needs no gradient).
+template <typename T>
+void conv2d_backward(T* grad_inp, T* grad_weight, T* grad_bias, const T* dout, const T* inp, const T* weight,
+                     const ConvGeometry& g, std::vector<T>& scratch, std::vector<T>& scratch_grad) {
+  const int pixels = g.OH() * g.OW(), K = g.patch();
+  for (int oc = 0; oc < g.OC; ++oc) {
+    const T* row = dout + int64_t(oc) * pixels;
+    T acc = 0;
+    for (int p = 0; p < pixels; ++p) acc += row[p];
+    grad_bias[oc] += acc;
+  }
+  if (g.is_pointwise()) {
+    gemm(false, true, g.OC, K, pixels, T(1), dout, pixels, inp, pixels, T(1), grad_weight, K);
+    if (grad_inp) gemm(true, false, K, pixels, g.OC, T(1), weight, K, dout, pixels, T(1), grad_inp, pixels);
+    return;
+  }
+  const int tile = conv_tile_pixels(g);
+  scratch.resize(size_t(K) * tile);
+  scratch_grad.resize(size_t(K) * tile);
+  for (int p0 = 0; p0 < pixels; p0 += tile) {
+    const int p1 = std::min(pixels, p0 + tile), n = p1 - p0;
+    im2col(scratch.data(), inp, g, p0, p1);
+    gemm(false, true, g.OC, K, n, T(1), dout + p0, pixels, scratch.data(), n, T(1), grad_weight, K);
+    if (grad_inp) {
+      gemm(true, false, K, n, g.OC, T(1), weight, K, dout + p0, pixels, T(0), scratch_grad.data(), n);
+      col2im_add(grad_inp, scratch_grad.data(), g, p0, p1);
+    }
+  }
+}
+
+// The plain version the tests compare conv2d_forward against: a direct 7-deep loop, no im2col, no BLAS.
+// inp (C,H,W), weight (OC,C,KH,KW), bias (OC) -> out (OC,OH,OW)
+template <typename T>
+void conv2d_forward_reference(T* out, const T* inp, const T* weight, const T* bias, const ConvGeometry& g) {
+  const int OH = g.OH(), OW = g.OW();
+  for (int oc = 0; oc < g.OC; ++oc)
+    for (int oy = 0; oy < OH; ++oy)
+      for (int ox = 0; ox < OW; ++ox) {
+        T acc = 0;
+        for (int c = 0; c < g.C; ++c)
+          for (int kh = 0; kh < g.KH; ++kh)
+            for (int kw = 0; kw < g.KW; ++kw) {
+              const int iy = oy * g.stride - g.pad + kh * g.dilation;
+              const int ix = ox * g.stride - g.pad + kw * g.dilation;
+              if (iy < 0 || iy >= g.H || ix < 0 || ix >= g.W) continue;
+              acc += inp[(int64_t(c) * g.H + iy) * g.W + ix] * weight[((int64_t(oc) * g.C + c) * g.KH + kh) * g.KW + kw];
+            }
+        out[(int64_t(oc) * OH + oy) * OW + ox] = acc + bias[oc];
+      }
+}
+
+}  // namespace ssd

@@ -1,0 +1,177 @@
+// Model<T> member definitions: weight validation, shape inference, forward.
+#pragma once
+#include <set>
+
+namespace ssd {
+
+inline std::string head_param(bool loc, int k) {
+  return std::string(loc ? "head.regression_head" : "head.classification_head") + ".module_list." +
+         std::to_string(k);
+}
+
+template <typename T>
+std::vector<std::string> Model<T>::weight_names() const {
+  std::vector<std::string> names;
+  for (const Op& op : backbone_) {
+    if (op.kind == OpKind::Conv) names.insert(names.end(), {op.param + ".weight", op.param + ".bias"});
+    if (op.kind == OpKind::L2Norm) names.push_back(op.param);
+  }
+  for (bool loc : {true, false})
+    for (size_t k = 0; k < heads_.sources.size(); ++k)
+      names.insert(names.end(), {head_param(loc, int(k)) + ".weight", head_param(loc, int(k)) + ".bias"});
+  return names;
+}
+
+template <typename T>
+void Model<T>::check_conv_weight(const std::string& prefix, int in_channels, int kernel, int expect_out) const {
+  const auto& w = weight(prefix + ".weight").shape;
+  const auto& b = weight(prefix + ".bias").shape;
+  const bool ok = w.size() == 4 && w[0] > 0 && w[1] == in_channels && w[2] == kernel && w[3] == kernel &&
+                  (expect_out < 0 || w[0] == expect_out);
+  if (!ok)
+    throw std::invalid_argument("weight '" + prefix + ".weight' has shape " + shape_str(w) + ", expected (" +
+                                (expect_out < 0 ? std::string("out_channels") : std::to_string(expect_out)) + ", " +
+                                std::to_string(in_channels) + ", " + std::to_string(kernel) + ", " +
+                                std::to_string(kernel) + ")");
+  if (b != std::vector<int64_t>{w[0]})
+    throw std::invalid_argument("weight '" + prefix + ".bias' has shape " + shape_str(b) + ", expected (" +
+                                std::to_string(w[0]) + ",)");
+}
+
+template <typename T>
+Model<T>::Model(Weights weights, int image_size) : weights_(std::move(weights)), image_size_(image_size) {
+  const std::vector<std::string> expected = weight_names();
+  for (const auto& name : expected)
+    if (!weights_.count(name)) throw std::invalid_argument("missing weight '" + name + "'");
+  const std::set<std::string> known(expected.begin(), expected.end());
+  for (const auto& [name, value] : weights_)
+    if (!known.count(name)) throw std::invalid_argument("unexpected weight '" + name + "'");
+
+  shapes_["input"] = {3, image_size, image_size};
+  for (const Op& op : backbone_) {
+    const MapShape in = shapes_.at(op.in);
+    if (op.kind == OpKind::Conv) {
+      check_conv_weight(op.param, in.C, op.kernel);
+      const ConvGeometry g = conv_geometry(op.param, in, op.stride, op.pad, op.dilation);
+      shapes_[op.out] = {g.OC, g.OH(), g.OW()};
+    } else if (op.kind == OpKind::MaxPool) {
+      const PoolGeometry g{in.C, in.H, in.W, op.kernel, op.stride, op.pad, op.ceil_mode};
+      shapes_[op.out] = {in.C, g.OH(), g.OW()};
+    } else {
+      const auto& s = weight(op.param).shape;
+      if (s != std::vector<int64_t>{in.C})
+        throw std::invalid_argument("weight '" + op.param + "' has shape " + shape_str(s) + ", expected (" +
+                                    std::to_string(in.C) + ",)");
+      shapes_[op.out] = in;
+    }
+  }
+  for (size_t k = 0; k < heads_.sources.size(); ++k) {
+    const MapShape src = shapes_.at(heads_.sources[k]);
+    if (src.H != priors_.feature_sizes[k] || src.W != priors_.feature_sizes[k])
+      throw std::invalid_argument("source map '" + heads_.sources[k] + "' is " + std::to_string(src.H) + "x" +
+                                  std::to_string(src.W) + ", the priors expect " +
+                                  std::to_string(priors_.feature_sizes[k]));
+    const int A = heads_.anchors[k];
+    check_conv_weight(head_param(true, int(k)), src.C, 3, 4 * A);
+    const int64_t conf_out = weight(head_param(false, int(k)) + ".weight").shape.at(0);
+    if (conf_out % A != 0 || (k > 0 && conf_out / A != num_classes_))
+      throw std::invalid_argument("weight '" + head_param(false, int(k)) + ".weight' has " +
+                                  std::to_string(conf_out) + " output channels, expected anchors (" +
+                                  std::to_string(A) + ") x num_classes" +
+                                  (k > 0 ? " (" + std::to_string(num_classes_) + ")" : std::string()));
+    if (k == 0) num_classes_ = int(conf_out / A);
+    check_conv_weight(head_param(false, int(k)), src.C, 3, int(conf_out));
+  }
+}
+
+template <typename T>
+ConvGeometry Model<T>::conv_geometry(const std::string& prefix, const MapShape& in, int stride, int pad,
+                                     int dil) const {
+  const auto& w = weight(prefix + ".weight").shape;
+  return ConvGeometry{in.C, in.H, in.W, int(w[0]), int(w[2]), int(w[3]), stride, pad, dil};
+}
+
+template <typename T>
+void Model<T>::record(const std::string& name, Tensor<T> value) {
+  taps_[name] = std::move(value);
+  tap_order_.push_back(name);
+}
+
+template <typename T>
+void Model<T>::run_conv(const std::string& out, const std::string& in, const std::string& prefix, int stride,
+                        int pad, int dil, bool relu) {
+  const Tensor<T>& x = taps_.at(in);
+  const int B = int(x.dim(0));
+  const ConvGeometry g = conv_geometry(prefix, shapes_.at(in), stride, pad, dil);
+  Tensor<T> y({B, g.OC, g.OH(), g.OW()});
+  const int64_t in_size = int64_t(g.C) * g.H * g.W, out_size = int64_t(g.OC) * g.OH() * g.OW();
+  for (int n = 0; n < B; ++n) {
+    // Each image is computed alone, so a sample's result does not depend on the batch it came in.
+    conv2d_forward(y.ptr() + n * out_size, x.ptr() + n * in_size, weight(prefix + ".weight").ptr(),
+                   weight(prefix + ".bias").ptr(), g, scratch_);
+  }
+  if (relu) relu_forward(y.ptr(), y.numel());
+  record(out, std::move(y));
+}
+
+template <typename T>
+void Model<T>::forward(const Tensor<T>& images) {
+  taps_.clear();
+  pool_argmax_.clear();
+  l2norm_denom_.clear();
+  tap_order_.clear();
+  taps_["input"] = images;
+  const int B = int(images.dim(0));
+
+  for (const Op& op : backbone_) {
+    if (op.kind == OpKind::Conv) {
+      run_conv(op.out, op.in, op.param, op.stride, op.pad, op.dilation, op.relu);
+      continue;
+    }
+    const Tensor<T>& x = taps_.at(op.in);
+    const MapShape in = shapes_.at(op.in), out = shapes_.at(op.out);
+    const int64_t in_size = int64_t(in.C) * in.H * in.W, out_size = int64_t(out.C) * out.H * out.W;
+    Tensor<T> y({B, out.C, out.H, out.W});
+    if (op.kind == OpKind::MaxPool) {
+      std::vector<int32_t>& argmax = pool_argmax_[op.out];
+      argmax.resize(size_t(B) * out_size);
+      const PoolGeometry g{in.C, in.H, in.W, op.kernel, op.stride, op.pad, op.ceil_mode};
+      for (int n = 0; n < B; ++n)
+        maxpool_forward(y.ptr() + n * out_size, argmax.data() + n * out_size, x.ptr() + n * in_size, g);
+    } else {
+      Tensor<T>& denom = l2norm_denom_[op.out];
+      denom = Tensor<T>({B, in.H * in.W});
+      for (int n = 0; n < B; ++n)
+        l2norm_forward(y.ptr() + n * out_size, denom.ptr() + n * in.H * in.W, x.ptr() + n * in_size,
+                       weight(op.param).ptr(), in.C, in.H * in.W);
+    }
+    record(op.out, std::move(y));
+  }
+
+  // Heads: torchvision runs the regression head over all sources, then the classification head.
+  const int64_t P = priors_.count();
+  for (bool loc : {true, false}) {
+    const int D = loc ? 4 : num_classes_;
+    const std::string family = loc ? "loc" : "conf";
+    Tensor<T> joined({B, P, D});
+    int64_t offset = 0;
+    for (size_t k = 0; k < heads_.sources.size(); ++k) {
+      const std::string name = "head." + family + "." + std::to_string(k);
+      run_conv(name, heads_.sources[k], head_param(loc, int(k)), 1, 1, 1, /*relu=*/false);
+      const MapShape src = shapes_.at(heads_.sources[k]);
+      const int A = heads_.anchors[k];
+      const int64_t conv_size = int64_t(A) * D * src.H * src.W;
+      for (int n = 0; n < B; ++n)
+        head_scatter_forward(joined.ptr() + n * P * D, taps_.at(name).ptr() + n * conv_size, A, D, src.H, src.W,
+                             offset);
+      offset += int64_t(src.H) * src.W * A;
+    }
+    record(family + "_head", std::move(joined));
+  }
+
+  Tensor<T> boxes({P, 4});
+  default_boxes(boxes.ptr(), priors_);
+  record("priors", std::move(boxes));
+}
+
+}  // namespace ssd

@@ -1,0 +1,34 @@
+// A dense, contiguous, row-major array that owns its storage: the only container kernels' callers use.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ssd {
+
+template <typename T>
+struct Tensor {
+  std::vector<int64_t> shape;
+  std::vector<T> data;
+
+  Tensor() = default;
+  explicit Tensor(std::vector<int64_t> s, T fill = T(0)) : shape(std::move(s)), data(count(shape), fill) {}
+
+  static int64_t count(const std::vector<int64_t>& s) {
+    int64_t n = 1;
+    for (int64_t d : s) n *= d;
+    return n;
+  }
+  int64_t numel() const { return static_cast<int64_t>(data.size()); }
+  int64_t dim(int i) const { return shape.at(i < 0 ? shape.size() + i : i); }
+  T* ptr() { return data.data(); }
+  const T* ptr() const { return data.data(); }
+};
+
+inline std::string shape_str(const std::vector<int64_t>& s) {
+  std::string out = "(";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + (s.size() == 1 ? ",)" : ")");
+}
+
+}  // namespace ssd
