@@ -89,6 +89,8 @@ void bind_model(py::module_& m, const char* name) {
 
 PYBIND11_MODULE(ssd_native, m) {
   m.doc() = "Native C++ SSD300 (float and double builds) for parity checks against torchvision.";
+  // OpenMP owns the threads; OpenBLAS runs single-threaded inside them (see gemm.h).
+  scipy_openblas_set_num_threads(1);
   bind_model<float>(m, "ModelFloat32");
   bind_model<double>(m, "ModelFloat64");
   m.def("conv2d_float32", &conv2d<float>, py::arg("inp"), py::arg("weight"), py::arg("bias"), py::arg("stride") = 1,

@@ -1,0 +1,157 @@
+"""Tensor-by-tensor comparison of the native side against the reference, with a verdict per tensor.
+
+Each float tensor is compared three ways: native float32 vs reference float32 (the numbers a person reads),
+native float32 vs the float64 oracle (the verdict, under a derived bound), and native float64 vs the oracle (the
+strict check). Non-finite values must sit at the same places on both sides.
+"""
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from .layout import decode_index
+from .metrics import error_metrics, nonfinite_counts
+from .tolerance import Bound, exact_bound, oracle_bound, strict64_bound
+
+WORST_COUNT = 5
+
+
+def tensor_kind(name: str) -> str:
+    if name.startswith("param_grad/"):
+        return "param_grad"
+    if name.startswith("grad/"):
+        return "gradient"
+    if name.startswith(("match.", "mining.")):
+        return "index"
+    if name in ("loss.loc", "loss.conf", "loss.total"):
+        return "scalar"
+    if name == "priors":
+        return "priors"
+    return "activation"
+
+
+@dataclass
+class TensorResult:
+    name: str
+    kind: str
+    case: str  # scenario id, e.g. "ssd300-B4"
+    batch_size: int
+    shape: list
+    dtype: str
+    verdict: str  # "pass" or "fail"
+    reasons: list = field(default_factory=list)  # why it failed, one line each
+    metrics: dict = field(default_factory=dict)  # native32 vs reference32
+    oracle: dict = field(default_factory=dict)  # errors against the float64 oracle and their ratio
+    bound: dict = field(default_factory=dict)
+    mismatches: int = 0  # elements beyond the bound
+    strict64: dict = field(default_factory=dict)  # native64 vs oracle
+    worst: list = field(default_factory=list)
+    nonfinite: dict = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == "pass"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _worst_elements(name, native, reference, oracle, error, count=WORST_COUNT) -> list:
+    flat = np.where(np.isfinite(error), error, np.inf).ravel()
+    order = np.argsort(-flat, kind="stable")[:count]
+    rows = []
+    for flat_index in order:
+        index = np.unravel_index(int(flat_index), native.shape)
+        rows.append(
+            {
+                "index": [int(i) for i in index],
+                "meaning": decode_index(name, native.shape, index),
+                "native": float(native[index]),
+                "reference": float(reference[index]),
+                "oracle": float(oracle[index]),
+                "abs_error": float(flat[flat_index]),
+            }
+        )
+    return rows
+
+
+def compare_tensor(
+    name: str,
+    case: str,
+    batch_size: int,
+    native: np.ndarray | None,
+    reference: np.ndarray | None,
+    oracle: np.ndarray | None,
+    native64: np.ndarray | None = None,
+) -> TensorResult:
+    kind = tensor_kind(name)
+    result = TensorResult(name, kind, case, batch_size, [], "", "pass")
+    missing = [side for side, a in (("native", native), ("reference", reference), ("oracle", oracle)) if a is None]
+    if missing:
+        result.verdict = "fail"
+        result.reasons.append(f"missing on the {', '.join(missing)} side")
+        return result
+    result.shape, result.dtype = list(reference.shape), str(reference.dtype)
+    if native.shape != reference.shape:
+        result.verdict = "fail"
+        result.reasons.append(f"shape {tuple(native.shape)} on the native side, {tuple(reference.shape)} in the reference")
+        return result
+
+    result.nonfinite = {"native": nonfinite_counts(native), "reference": nonfinite_counts(reference)}
+    if not np.array_equal(np.isnan(native), np.isnan(reference)) or not np.array_equal(
+        np.isinf(native) & (native > 0), np.isinf(reference) & (reference > 0)
+    ) or not np.array_equal(np.isinf(native) & (native < 0), np.isinf(reference) & (reference < 0)):
+        result.reasons.append(
+            f"non-finite values differ: native {result.nonfinite['native']}, reference {result.nonfinite['reference']}"
+        )
+
+    result.metrics = error_metrics(native, reference)
+    if kind == "priors":
+        bound = exact_bound("same construction as torchvision's DefaultBoxGenerator at the same precision")
+        error = np.abs(native.astype(np.float64) - reference.astype(np.float64))
+    else:
+        bound = oracle_bound(reference, oracle)
+        error = np.abs(native.astype(np.float64) - oracle)
+    result.bound = bound.to_dict()
+    both_finite = np.isfinite(native) & np.isfinite(reference)
+    result.mismatches = int(np.sum((error > bound.value) & both_finite))
+    native_error = float(np.max(error[both_finite])) if both_finite.any() else 0.0
+    result.oracle = {
+        "native_error": float(np.max(np.abs(native.astype(np.float64) - oracle)[both_finite], initial=0.0)),
+        "reference_error": bound.reference_error,
+        "ratio": (native_error / bound.reference_error) if bound.reference_error else None,
+    }
+    if result.mismatches:
+        result.reasons.append(
+            f"{result.mismatches} of {native.size} elements beyond the bound {bound.value:.3g} "
+            f"(largest error {native_error:.3g}; bound = {bound.derivation})"
+        )
+    result.worst = _worst_elements(name, native, reference, oracle, error)
+
+    if native64 is not None and kind != "priors":
+        strict = strict64_bound(oracle)
+        strict_error = float(np.max(np.abs(native64 - oracle)[np.isfinite(oracle)], initial=0.0))
+        result.strict64 = {"max_abs": strict_error, "bound": strict.to_dict(), "passed": strict_error <= strict.value}
+        if strict_error > strict.value:
+            result.reasons.append(
+                f"native float64 differs from the float64 oracle by {strict_error:.3g} > {strict.value:.3g} "
+                f"({strict.derivation})"
+            )
+    elif native64 is not None:
+        exact64 = bool(np.array_equal(native64, oracle))
+        result.strict64 = {"max_abs": float(np.max(np.abs(native64 - oracle))), "bound": exact_bound("float64").to_dict(), "passed": exact64}
+        if not exact64:
+            result.reasons.append("native float64 priors are not bit-identical to the float64 reference")
+
+    result.verdict = "fail" if result.reasons else "pass"
+    return result
+
+
+def compare_traces(case: str, batch_size: int, native: dict, reference: dict, oracle: dict, native64: dict | None = None) -> list:
+    """Every tensor named on either side, in the reference's execution order; a name on one side only fails."""
+    names = list(reference) + [n for n in native if n not in reference]
+    return [
+        compare_tensor(n, case, batch_size, native.get(n), reference.get(n), oracle.get(n),
+                       None if native64 is None else native64.get(n))
+        for n in names
+    ]

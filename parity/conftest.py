@@ -1,0 +1,39 @@
+"""pytest plumbing for the parity sweep: every compared tensor goes into one JSON report at the end of the run,
+and a run that compared nothing fails."""
+
+from pathlib import Path
+
+import pytest
+
+from .report import DEFAULT_REPORT, build_report, print_summary, write_report
+
+_collected = []
+
+
+def pytest_addoption(parser):
+    parser.addoption("--parity-report", default=str(DEFAULT_REPORT), help="where to write the JSON parity report")
+
+
+@pytest.fixture
+def record():
+    """Tests hand each TensorResult they judged to this fixture, so the report holds exactly what was asserted."""
+    return _collected.append
+
+
+def pytest_sessionfinish(session, exitstatus):
+    ran_parity = any("parity" in Path(str(item.fspath)).parts for item in session.items)
+    if not ran_parity:
+        return
+    report = build_report(_collected)
+    path = write_report(report, Path(session.config.getoption("--parity-report")))
+    session.config._parity_report = (report, path)
+    if not _collected and session.exitstatus == 0:
+        session.exitstatus = 1  # zero tensors compared: a parity run that checked nothing is a failure
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if not hasattr(config, "_parity_report"):
+        return
+    report, path = config._parity_report
+    print_summary(report)
+    terminalreporter.write_line(f"parity report: {path}")

@@ -1,0 +1,78 @@
+"""The JSON report (the source of truth) and its terminal view.
+
+Schema (version 1):
+  {"schema": 1, "created": ISO time, "passed": bool,
+   "runs": [{"case", "batch_size", "compared", "failed", "first_divergence": {"name", "reasons"} | null}],
+   "tensors": [TensorResult.to_dict(), ...]}
+A run that compared zero tensors fails.
+"""
+
+import json
+import datetime
+from collections import defaultdict
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+SCHEMA_VERSION = 1
+DEFAULT_REPORT = Path("reports") / "parity-report.json"
+
+
+def summarize_runs(results: list) -> list:
+    by_case = defaultdict(list)
+    for r in results:
+        by_case[r.case].append(r)
+    runs = []
+    for case, rows in by_case.items():
+        failed = [r for r in rows if not r.passed]
+        first = failed[0] if failed else None  # rows are in execution order
+        runs.append(
+            {
+                "case": case,
+                "batch_size": rows[0].batch_size,
+                "compared": len(rows),
+                "failed": len(failed),
+                "first_divergence": {"name": first.name, "reasons": first.reasons} if first else None,
+            }
+        )
+    return runs
+
+
+def build_report(results: list) -> dict:
+    runs = summarize_runs(results)
+    return {
+        "schema": SCHEMA_VERSION,
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "passed": bool(results) and all(r["failed"] == 0 and r["compared"] > 0 for r in runs),
+        "runs": runs,
+        "tensors": [r.to_dict() for r in results],
+    }
+
+
+def write_report(report: dict, path: Path = DEFAULT_REPORT) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=1, allow_nan=True))
+    return path
+
+
+def print_summary(report: dict, console: Console | None = None) -> None:
+    console = console or Console()
+    table = Table(title="ssd-parity: native vs reference", title_justify="left")
+    for column in ("case", "compared", "failed", "first divergence"):
+        table.add_column(column)
+    for run in report["runs"]:
+        first = run["first_divergence"]
+        table.add_row(
+            run["case"],
+            str(run["compared"]),
+            f"[red]{run['failed']}[/red]" if run["failed"] else "[green]0[/green]",
+            f"[red]{first['name']}[/red]: {first['reasons'][0]}" if first else "-",
+        )
+    console.print(table)
+    if not report["runs"]:
+        console.print("[red]no tensors were compared[/red]")
+    verdict = "[green]PASS[/green]" if report["passed"] else "[red]FAIL[/red]"
+    console.print(f"{verdict}: {sum(r['compared'] for r in report['runs'])} tensors compared, "
+                  f"{sum(r['failed'] for r in report['runs'])} failed")
