@@ -1,0 +1,44 @@
+# ssd-parity. Every target bootstraps .venv on first use; the native module is rebuilt whenever a file under
+# native/ (or pyproject.toml) is newer than the last build.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+DEPS_STAMP := $(VENV)/.deps-installed
+NATIVE_STAMP := $(VENV)/.native-built
+NATIVE_SOURCES := $(wildcard native/*.h native/*.cpp) native/CMakeLists.txt pyproject.toml
+# Needed in the venv because the editable build runs without isolation (so incremental rebuilds stay fast).
+BUILD_DEPS := "scikit-build-core>=0.10" "pybind11>=2.12" "scipy-openblas32>=0.3.28" cmake ninja
+
+SCENARIO ?= default
+LAYER ?= conf_head
+PYTEST_ARGS ?=
+
+.PHONY: install test parity diff clean
+
+install: $(NATIVE_STAMP)
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(DEPS_STAMP): pyproject.toml | $(PY)
+	$(PIP) install --quiet $(BUILD_DEPS)
+	$(PIP) install --quiet --no-build-isolation -e '.[test,plots]'
+	touch $@
+
+$(NATIVE_STAMP): $(DEPS_STAMP) $(NATIVE_SOURCES)
+	$(PIP) install --quiet --no-build-isolation --no-deps -e .
+	touch $@
+
+test: install
+	$(PY) -m pytest tests parity $(PYTEST_ARGS)
+
+parity: install
+	$(PY) -m parity run --scenario $(SCENARIO)
+
+diff: install
+	$(PY) -m parity diff $(LAYER) --scenario $(SCENARIO)
+
+clean:
+	rm -rf build reports $(NATIVE_STAMP)

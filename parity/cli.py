@@ -1,0 +1,67 @@
+"""Command line: `python -m parity run` (the sweep of one scenario) and `python -m parity diff LAYER`."""
+
+import argparse
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from .console import wide_console
+from .report import DEFAULT_REPORT, build_report, print_summary, write_report
+from .scenario import DEFAULT_SCENARIO, load_scenarios
+
+
+def _batch_sizes(text: str | None) -> list | None:
+    if not text:
+        return None
+    try:
+        sizes = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"batch sizes must be comma-separated integers, got {text!r}") from None
+    if any(b < 1 for b in sizes):
+        raise argparse.ArgumentTypeError(f"batch sizes must be >= 1, got {text!r}")
+    return sizes
+
+
+def cmd_run(args) -> int:
+    from .sweep import compare_scenario
+
+    console = wide_console()
+    results = []
+    for scenario in load_scenarios(args.scenario, args.batch_sizes):
+        with console.status(f"running {scenario.id} on both sides"):
+            results += compare_scenario(scenario)
+    report = build_report(results)
+    path = write_report(report, Path(args.report))
+    print_summary(report, console)
+    console.print(f"report: {path}")
+    return 0 if report["passed"] else 1
+
+
+def cmd_diff(args) -> int:
+    from .diff import diff_layer
+
+    return diff_layer(args.layer, args.scenario, args.batch_sizes)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m parity", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, help_text in (("run", "compare every tensor of a scenario"), ("diff", "explain one tensor")):
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("--scenario", default=DEFAULT_SCENARIO, help="a fixture name under fixtures/scenarios")
+        p.add_argument("--batch-sizes", type=_batch_sizes, default=None, help="e.g. 1,2,4 (default: the fixture's)")
+        if name == "run":
+            p.add_argument("--report", default=str(DEFAULT_REPORT), help="JSON report path")
+        else:
+            p.add_argument("layer", help="a tap name, e.g. conf_head")
+    args = parser.parse_args(argv)
+    try:
+        return {"run": cmd_run, "diff": cmd_diff}[args.command](args)
+    except ValueError as error:
+        wide_console(stderr=True).print(f"[red]error:[/red] {error}")
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

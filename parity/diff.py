@@ -1,0 +1,75 @@
+"""`make diff LAYER=<tap>`: one tensor, explained, for each batch size of a scenario."""
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from reference.taps import FORWARD_TAPS
+
+from .compare import compare_tensor
+from .console import wide_console
+from .layout import format_meaning
+from .scenario import load_scenarios
+from .sides import run_sides
+
+
+def known_taps() -> list:
+    return list(FORWARD_TAPS)
+
+
+def _metrics_table(result) -> Table:
+    m, o = result.metrics, result.oracle
+    verdict = "[green]pass[/green]" if result.passed else "[red]FAIL[/red]"
+    table = Table(title=f"{result.name}  [{result.case}]  {verdict}", title_justify="left", show_header=False)
+    table.add_column("metric")
+    table.add_column("value")
+    rows = [
+        ("shape, dtype", f"{tuple(result.shape)} {result.dtype}"),
+        ("native vs reference", f"max abs {m['max_abs']:.3g}, max rel {m['max_rel']:.3g}, NMSE {m['nmse']:.3g}, "
+                                f"cosine {m['cosine']:.9f}, max ULP {m['max_ulp']}"),
+        ("vs float64 oracle", f"native {o['native_error']:.3g}, reference {o['reference_error'] or 0:.3g}, "
+                              f"ratio {o['ratio'] if o['ratio'] is None else round(o['ratio'], 3)}"),
+        ("bound", f"{result.bound['value']:.3g} = {result.bound['derivation']}"),
+        ("elements beyond bound", f"{result.mismatches} of {int(np.prod(result.shape))}"),
+    ]
+    if result.strict64:
+        s = result.strict64
+        rows.append(("native float64 vs oracle", f"max abs {s['max_abs']:.3g} (bound {s['bound']['derivation']})"))
+    for label, value in rows:
+        table.add_row(label, value)
+    return table
+
+
+def _worst_table(result) -> Table:
+    table = Table(title="worst elements (by |native - float64 oracle|)", title_justify="left")
+    for column in ("#", "index", "meaning", "native", "reference", "oracle", "|native - oracle|"):
+        table.add_column(column)
+    for rank, row in enumerate(result.worst, 1):
+        table.add_row(
+            str(rank), str(tuple(row["index"])), format_meaning(row["meaning"]), f"{row['native']:.9g}",
+            f"{row['reference']:.9g}", f"{row['oracle']:.9g}", f"{row['abs_error']:.3g}",
+        )
+    return table
+
+
+def diff_layer(layer: str, scenario_name: str, batch_sizes: list | None, console: Console | None = None) -> int:
+    console = console or wide_console()
+    taps = known_taps()
+    if layer not in taps:
+        console.print(f"[red]unknown layer {layer!r}[/red]. Valid names:")
+        console.print("  " + "\n  ".join(taps))
+        return 2
+    failed = False
+    for scenario in load_scenarios(scenario_name, batch_sizes):
+        traces = run_sides(scenario)
+        result = compare_tensor(
+            layer, scenario.id, scenario.batch_size, traces.native.get(layer), traces.reference.get(layer),
+            traces.oracle.get(layer), traces.native64.get(layer),
+        )
+        failed |= not result.passed
+        console.print(_metrics_table(result))
+        for reason in result.reasons:
+            console.print(f"[red]- {reason}[/red]")
+        console.print(_worst_table(result))
+        console.print()
+    return 1 if failed else 0

@@ -1,0 +1,116 @@
+"""Bad input at the native boundary gets a clear Python exception naming the argument and the value received."""
+
+import numpy as np
+import pytest
+
+import ssd_native
+
+
+@pytest.mark.parametrize(
+    "images,error,message",
+    [
+        (np.zeros((3, 300, 300), np.float32), ValueError, r"'images' must have 4 dimensions .* got shape \(3, 300, 300\)"),
+        (np.zeros((0, 3, 300, 300), np.float32), ValueError, r"'images' has batch size 0"),
+        (np.zeros((1, 4, 300, 300), np.float32), ValueError, r"'images' has 4 channels, expected 3"),
+        (np.zeros((1, 3, 299, 300), np.float32), ValueError, r"'images' is 299x300, expected 300x300"),
+        (np.zeros((1, 3, 512, 512), np.float32), ValueError, r"'images' is 512x512"),
+        (np.zeros((1, 3, 300, 300), np.float64), TypeError, r"'images' has dtype float64, expected float32"),
+        (np.zeros((1, 3, 300, 300), np.int32), TypeError, r"'images' has dtype int32, expected float32"),
+        (np.zeros((1, 300, 300, 3), np.float32).transpose(0, 3, 1, 2), ValueError, r"'images' .* is not C-contiguous"),
+        (np.zeros((2, 3, 300, 600), np.float32)[:, :, :, ::2], ValueError, r"'images' .* is not C-contiguous"),
+        ([[0.0]], TypeError, r"'images' must be a numpy.ndarray, got list"),
+        (None, TypeError, r"'images' must be a numpy.ndarray, got NoneType"),
+    ],
+    ids=["rank3", "batch0", "4-channels", "299x300", "512x512", "float64", "int32", "transposed", "strided", "list", "none"],
+)
+def test_forward_rejects_bad_images(narrow_native, images, error, message):
+    with pytest.raises(error, match=message):
+        narrow_native.forward(images)
+
+
+def test_model_still_works_after_rejected_calls(narrow_native, image):
+    for bad in (np.zeros((1, 3, 10, 10), np.float32), np.zeros(5, np.float64)):
+        with pytest.raises((ValueError, TypeError)):
+            narrow_native.forward(bad)
+    assert narrow_native.forward(image)["conf_head"].shape == (1, 8732, 21)
+
+
+def test_float64_model_rejects_float32_images(narrow_weights):
+    model = ssd_native.ModelFloat64({k: v.astype(np.float64) for k, v in narrow_weights.items()})
+    with pytest.raises(TypeError, match="'images' has dtype float32, expected float64"):
+        model.forward(np.zeros((1, 3, 300, 300), np.float32))
+
+
+def test_missing_weight_is_named(narrow_weights):
+    weights = dict(narrow_weights)
+    del weights["head.regression_head.module_list.3.bias"]
+    with pytest.raises(ValueError, match=r"missing weight 'head.regression_head.module_list.3.bias'"):
+        ssd_native.ModelFloat32(weights)
+
+
+def test_unexpected_weight_is_named(narrow_weights):
+    weights = {**narrow_weights, "backbone.extra.9.weight": np.zeros((1,), np.float32)}
+    with pytest.raises(ValueError, match=r"unexpected weight 'backbone.extra.9.weight'"):
+        ssd_native.ModelFloat32(weights)
+
+
+def test_misshaped_weight_is_named_with_its_shape(narrow_weights):
+    weights = dict(narrow_weights)
+    weights["backbone.features.2.weight"] = np.zeros((8, 9, 3, 3), np.float32)
+    with pytest.raises(ValueError, match=r"'backbone.features.2.weight' has shape \(8, 9, 3, 3\), expected \(out_channels, 8, 3, 3\)"):
+        ssd_native.ModelFloat32(weights)
+
+
+def test_misshaped_bias_and_scale_are_named(narrow_weights):
+    weights = {**narrow_weights, "backbone.features.0.bias": np.zeros((7,), np.float32)}
+    with pytest.raises(ValueError, match=r"'backbone.features.0.bias' has shape \(7,\), expected \(8,\)"):
+        ssd_native.ModelFloat32(weights)
+    weights = {**narrow_weights, "backbone.scale_weight": np.zeros((65,), np.float32)}
+    with pytest.raises(ValueError, match=r"'backbone.scale_weight' has shape \(65,\), expected \(64,\)"):
+        ssd_native.ModelFloat32(weights)
+
+
+def test_inconsistent_class_count_is_named(narrow_weights):
+    weights = dict(narrow_weights)
+    weights["head.classification_head.module_list.2.weight"] = np.zeros((6 * 20, 64, 3, 3), np.float32)
+    weights["head.classification_head.module_list.2.bias"] = np.zeros((6 * 20,), np.float32)
+    with pytest.raises(ValueError, match=r"module_list.2.weight' has 120 output channels, expected anchors \(6\) x num_classes \(21\)"):
+        ssd_native.ModelFloat32(weights)
+
+
+def test_weight_with_wrong_dtype_or_layout_is_named(narrow_weights):
+    weights = {**narrow_weights, "backbone.features.0.weight": narrow_weights["backbone.features.0.weight"].astype(np.float64)}
+    with pytest.raises(TypeError, match=r"'state_dict\['backbone.features.0.weight'\]' has dtype float64"):
+        ssd_native.ModelFloat32(weights)
+    transposed = np.ascontiguousarray(narrow_weights["backbone.features.0.weight"].transpose(1, 0, 2, 3)).transpose(1, 0, 2, 3)
+    weights = {**narrow_weights, "backbone.features.0.weight": transposed}
+    with pytest.raises(ValueError, match=r"'state_dict\['backbone.features.0.weight'\]' .* is not C-contiguous"):
+        ssd_native.ModelFloat32(weights)
+
+
+def test_state_dict_must_map_str_to_arrays(narrow_weights):
+    with pytest.raises(TypeError, match="state_dict keys must be str, got 3"):
+        ssd_native.ModelFloat32({**narrow_weights, 3: np.zeros(1, np.float32)})
+    with pytest.raises(TypeError, match=r"'state_dict\['backbone.scale_weight'\]' must be a numpy.ndarray, got list"):
+        ssd_native.ModelFloat32({**narrow_weights, "backbone.scale_weight": [1.0] * 64})
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"stride": 0}, r"stride >= 1, pad >= 0, dilation >= 1; got stride=0"),
+        ({"pad": -1}, r"got stride=1 pad=-1"),
+        ({"dilation": 0}, r"dilation=0"),
+    ],
+)
+def test_conv2d_rejects_bad_geometry(kwargs, message):
+    x, w, b = np.zeros((1, 2, 5, 5), np.float32), np.zeros((3, 2, 3, 3), np.float32), np.zeros(3, np.float32)
+    with pytest.raises(ValueError, match=message):
+        ssd_native.conv2d_float32(x, w, b, **kwargs)
+
+
+def test_conv2d_rejects_mismatched_channels_and_empty_output():
+    with pytest.raises(ValueError, match=r"channel mismatch: inp \(1, 2, 5, 5\), weight \(3, 4, 3, 3\)"):
+        ssd_native.conv2d_float32(np.zeros((1, 2, 5, 5), np.float32), np.zeros((3, 4, 3, 3), np.float32), np.zeros(3, np.float32))
+    with pytest.raises(ValueError, match=r"output would be empty"):
+        ssd_native.conv2d_float32(np.zeros((1, 2, 2, 2), np.float32), np.zeros((3, 2, 3, 3), np.float32), np.zeros(3, np.float32))

@@ -1,0 +1,122 @@
+"""The checker is trusted only after it has been seen to fail: each test injects a bug and asserts that the
+comparison fails at the right tensor (and passes where the bug is invisible)."""
+
+import numpy as np
+import pytest
+
+import ssd_native
+from parity.cases import scenario_for, traces_for
+from parity.compare import compare_traces
+from parity.layout import SOURCE_OFFSETS
+from parity.report import build_report
+from reference.configs import ANCHORS_PER_LOCATION, NUM_PRIORS, SOURCE_SIZES
+from reference.taps import FORWARD_TAPS
+
+
+def _compare(native: dict, batch_size: int = 2):
+    t = traces_for("narrow", batch_size)
+    return compare_traces(f"narrow-B{batch_size}", batch_size, native, t.reference, t.oracle)
+
+
+def _first_failure(results):
+    failed = [r for r in results if not r.passed]
+    return failed[0].name if failed else None
+
+
+def _native_copy(batch_size: int = 2) -> dict:
+    return {k: v.copy() for k, v in traces_for("narrow", batch_size).native.items()}
+
+
+def test_clean_native_trace_passes():
+    results = _compare(traces_for("narrow", 2).native)
+    assert len(results) == len(FORWARD_TAPS) and all(r.passed for r in results)
+
+
+def test_wrong_bias_channel_in_one_layer_is_localized_to_that_layer(narrow_weights):
+    weights = {k: v.copy() for k, v in narrow_weights.items()}
+    weights["backbone.extra.1.0.bias"] = np.roll(weights["backbone.extra.1.0.bias"], 1)  # conv8_1's bias, shifted
+    scenario = scenario_for("narrow", 2)
+    native = ssd_native.ModelFloat32(weights).forward(scenario.images())
+    results = _compare(native)
+    assert _first_failure(results) == "extras.conv8_1"
+    upstream = FORWARD_TAPS[: FORWARD_TAPS.index("extras.conv8_1")]
+    assert all(r.passed for r in results if r.name in upstream)
+
+
+def _layer_major_concat(head: np.ndarray) -> np.ndarray:
+    """Porting bug 3: each source's outputs written as one (batch x boxes) block instead of per image."""
+    batch, _, depth = head.shape
+    blocks = []
+    for k, offset in enumerate(SOURCE_OFFSETS):
+        count = SOURCE_SIZES[k] ** 2 * ANCHORS_PER_LOCATION[k]
+        blocks.append(head[:, offset : offset + count].reshape(-1, depth))
+    return np.concatenate(blocks).reshape(batch, NUM_PRIORS, depth)
+
+
+@pytest.mark.parametrize("batch_size,caught", [(1, False), (2, True)])
+def test_layer_major_concatenation_is_caught_only_with_batch_above_one(batch_size, caught):
+    native = _native_copy(batch_size)
+    native["conf_head"] = _layer_major_concat(native["conf_head"])
+    results = _compare(native, batch_size)
+    assert _first_failure(results) == ("conf_head" if caught else None)
+
+
+def test_nan_in_one_tap_is_named():
+    native = _native_copy()
+    native["backbone.conv5_1"][1, 3, 4, 5] = np.nan
+    results = _compare(native)
+    failed = next(r for r in results if not r.passed)
+    assert failed.name == "backbone.conv5_1"
+    assert failed.nonfinite["native"]["nan"] == 1 and failed.nonfinite["reference"]["nan"] == 0
+    assert any("non-finite" in reason for reason in failed.reasons)
+
+
+def test_perturbation_below_the_bound_passes_and_above_it_fails():
+    t = traces_for("narrow", 2)
+    reference_error = np.max(np.abs(t.reference["conf_head"].astype(np.float64) - t.oracle["conf_head"]))
+    for factor, should_pass in ((0.5, True), (6.0, False)):
+        native = _native_copy()
+        # Move one element off the oracle by `factor` times the reference's own float32 error.
+        native["conf_head"][0, 100, 3] = np.float32(t.oracle["conf_head"][0, 100, 3] + factor * reference_error)
+        result = next(r for r in _compare(native) if r.name == "conf_head")
+        assert result.passed == should_pass, result.reasons
+        if not should_pass:
+            assert result.mismatches == 1
+            assert result.worst[0]["meaning"] == {"image": 0, "prior": 100, "source": 0, "y": 0, "x": 25, "anchor": 0, "class": 3}
+
+
+def test_priors_must_be_bit_identical():
+    native = _native_copy()
+    native["priors"][7996, 2] = np.nextafter(native["priors"][7996, 2], np.float32(np.inf))
+    result = next(r for r in _compare(native) if r.name == "priors")
+    assert not result.passed and result.mismatches == 1
+
+
+def test_missing_and_extra_taps_fail_by_name():
+    native = _native_copy()
+    del native["head.loc.3"]
+    native["head.loc.9"] = np.zeros(1, np.float32)
+    failed = {r.name: r.reasons for r in _compare(native) if not r.passed}
+    assert set(failed) == {"head.loc.3", "head.loc.9"}
+    assert "missing on the native side" in failed["head.loc.3"][0]
+    assert "missing on the reference" in failed["head.loc.9"][0]
+
+
+def test_shape_mismatch_fails():
+    native = _native_copy()
+    native["loc_head"] = native["loc_head"][:, :-1]
+    result = next(r for r in _compare(native) if r.name == "loc_head")
+    assert not result.passed and "shape (2, 8731, 4) on the native side" in result.reasons[0]
+
+
+def test_report_of_zero_compared_tensors_fails():
+    assert build_report([])["passed"] is False
+
+
+def test_report_names_first_divergence_in_execution_order():
+    native = _native_copy()
+    native["head.conf.2"] += 1.0
+    native["backbone.conv3_1"] *= 1.01
+    report = build_report(_compare(native))
+    assert report["passed"] is False
+    assert report["runs"][0]["first_divergence"]["name"] == "backbone.conv3_1"

@@ -1,0 +1,65 @@
+"""The fast conv (tiled im2col + OpenBLAS) against its plain direct-loop version and against torch."""
+
+import numpy as np
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import ssd_native
+
+CONV = {np.float32: ssd_native.conv2d_float32, np.float64: ssd_native.conv2d_float64}
+
+
+@st.composite
+def conv_problems(draw):
+    kernel = draw(st.integers(1, 4))
+    dilation = draw(st.integers(1, 3))
+    pad = draw(st.integers(0, 3))
+    stride = draw(st.integers(1, 3))
+    reach = dilation * (kernel - 1) + 1
+    size = draw(st.integers(max(1, reach - 2 * pad), 24))
+    return {
+        "batch": draw(st.integers(1, 3)),
+        "channels": draw(st.integers(1, 6)),
+        "out_channels": draw(st.integers(1, 7)),
+        "size": size,
+        "kernel": kernel,
+        "stride": stride,
+        "pad": pad,
+        "dilation": dilation,
+        "seed": draw(st.integers(0, 2**16)),
+    }
+
+
+@settings(max_examples=60, deadline=None)
+@given(problem=conv_problems(), dtype=st.sampled_from([np.float32, np.float64]))
+def test_conv2d_matches_direct_loop_and_torch(problem, dtype):
+    p = problem
+    rng = np.random.default_rng(p["seed"])
+    x = rng.standard_normal((p["batch"], p["channels"], p["size"], p["size"])).astype(dtype)
+    w = rng.standard_normal((p["out_channels"], p["channels"], p["kernel"], p["kernel"])).astype(dtype)
+    b = rng.standard_normal(p["out_channels"]).astype(dtype)
+    geometry = dict(stride=p["stride"], pad=p["pad"], dilation=p["dilation"])
+    fast = CONV[dtype](x, w, b, **geometry)
+    direct = CONV[dtype](x, w, b, reference=True, **geometry)
+    expected = torch.nn.functional.conv2d(
+        torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(b),
+        stride=p["stride"], padding=p["pad"], dilation=p["dilation"],
+    ).numpy()
+    assert fast.shape == expected.shape
+    # Sums of C*K*K <= 96 products of unit normals: a few hundred ulps of the largest partial sum covers any order.
+    tol = 1e-5 if dtype == np.float32 else 1e-13
+    scale = max(1.0, float(np.abs(expected).max()))
+    np.testing.assert_allclose(fast, direct, rtol=0, atol=tol * scale)
+    np.testing.assert_allclose(fast, expected, rtol=0, atol=tol * scale)
+
+
+def test_conv2d_tiles_large_images_like_one_pass():
+    # 300x300 with 64 channels forces several column tiles (the column budget is 2^21 elements).
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 64, 60, 300)).astype(np.float64)
+    w = rng.standard_normal((5, 64, 3, 3)).astype(np.float64)
+    b = rng.standard_normal(5).astype(np.float64)
+    fast = ssd_native.conv2d_float64(x, w, b, pad=1)
+    expected = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(b), padding=1).numpy()
+    np.testing.assert_allclose(fast, expected, rtol=0, atol=1e-11)
