@@ -4,6 +4,8 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <cmath>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -59,6 +61,55 @@ void check_images(const Tensor<T>& images, int size) {
   if (s[2] != size || s[3] != size)
     throw std::invalid_argument("argument 'images' is " + std::to_string(s[2]) + "x" + std::to_string(s[3]) +
                                 ", expected " + std::to_string(size) + "x" + std::to_string(size));
+}
+
+// Ground truth of one batch: boxes[i] (n_i,4) xyxy pixels of dtype T, labels[i] (n_i,) int64 in [0, K).
+// Degenerate boxes are rejected as torchvision's SSD.forward rejects them.
+template <typename T>
+void targets_from_lists(std::vector<Tensor<T>>& boxes, std::vector<std::vector<int64_t>>& labels,
+                        const py::handle& boxes_obj, const py::handle& labels_obj, int64_t batch, int num_classes) {
+  if (!py::isinstance<py::sequence>(boxes_obj) || !py::isinstance<py::sequence>(labels_obj))
+    throw py::type_error("arguments 'boxes' and 'labels' must be lists of arrays, one per image");
+  const py::sequence box_list = py::reinterpret_borrow<py::sequence>(boxes_obj);
+  const py::sequence label_list = py::reinterpret_borrow<py::sequence>(labels_obj);
+  if (int64_t(box_list.size()) != batch || int64_t(label_list.size()) != batch)
+    throw std::invalid_argument("got " + std::to_string(box_list.size()) + " box arrays and " +
+                                std::to_string(label_list.size()) + " label arrays for a batch of " +
+                                std::to_string(batch) + " images");
+  for (int64_t i = 0; i < batch; ++i) {
+    const std::string box_arg = "boxes[" + std::to_string(i) + "]", label_arg = "labels[" + std::to_string(i) + "]";
+    Tensor<T> b = tensor_from_array<T>(box_list[i], box_arg);
+    if (b.shape.size() != 2 || b.shape[1] != 4)
+      throw std::invalid_argument("argument '" + box_arg + "' must have shape (n, 4), got " + shape_str(b.shape));
+    for (int64_t j = 0; j < b.dim(0); ++j) {
+      const T* box = b.ptr() + 4 * j;
+      const std::string text = "[" + std::to_string(box[0]) + ", " + std::to_string(box[1]) + ", " +
+                               std::to_string(box[2]) + ", " + std::to_string(box[3]) + "]";
+      for (int c = 0; c < 4; ++c)
+        if (!std::isfinite(box[c]))
+          throw std::invalid_argument("argument '" + box_arg + "' box " + std::to_string(j) + " is not finite: " + text);
+      if (!(box[2] > box[0]) || !(box[3] > box[1]))
+        throw std::invalid_argument("All bounding boxes should have positive height and width. Found invalid box " +
+                                    text + " for target at index " + std::to_string(i) + " (box " + std::to_string(j) + ")");
+    }
+    if (!py::isinstance<py::array>(label_list[i]))
+      throw py::type_error("argument '" + label_arg + "' must be a numpy.ndarray of int64");
+    py::array l = py::reinterpret_borrow<py::array>(label_list[i]);
+    if (!l.dtype().is(py::dtype::of<int64_t>()))
+      throw py::type_error("argument '" + label_arg + "' has dtype " + std::string(py::str(l.dtype())) + ", expected int64");
+    if (l.ndim() != 1 || l.shape(0) != b.dim(0))
+      throw std::invalid_argument("argument '" + label_arg + "' must have shape (" + std::to_string(b.dim(0)) +
+                                  ",) to match " + box_arg + ", got " + describe_shape(l));
+    std::vector<int64_t> values(size_t(l.shape(0)));
+    for (int64_t j = 0; j < l.shape(0); ++j) {
+      values[j] = *static_cast<const int64_t*>(l.data(j));
+      if (values[j] < 0 || values[j] >= num_classes)
+        throw std::invalid_argument("argument '" + label_arg + "' holds label " + std::to_string(values[j]) +
+                                    " at " + std::to_string(j) + ", expected 0 <= label < " + std::to_string(num_classes));
+    }
+    boxes.push_back(std::move(b));
+    labels.push_back(std::move(values));
+  }
 }
 
 }  // namespace ssd

@@ -37,6 +37,42 @@ py::dict forward(Model<T>& model, const py::handle& images_obj) {
   return trace;
 }
 
+template <typename T>
+void put_tap(py::dict& trace, const Model<T>& model, const std::string& name) {
+  if (!model.is_index_tap(name)) {
+    trace[py::str(name)] = array_from_tensor(model.tap(name));
+    return;
+  }
+  py::array_t<int64_t> values = array_from_tensor(model.index_tap(name));
+  trace[py::str(name)] = name.rfind("mining.", 0) == 0 ? values.attr("astype")("bool") : py::object(values);
+}
+
+// -> {tap: array} for the whole training step: forward taps, loss taps, then "grad/<tap>" in reverse execution
+// order and "param_grad/<key>" in state_dict order
+template <typename T>
+py::dict forward_backward(Model<T>& model, const py::handle& images_obj, const py::handle& boxes_obj,
+                          const py::handle& labels_obj) {
+  Tensor<T> images = tensor_from_array<T>(images_obj, "images");
+  check_images(images, model.image_size());
+  std::vector<Tensor<T>> boxes;
+  std::vector<std::vector<int64_t>> labels;
+  targets_from_lists(boxes, labels, boxes_obj, labels_obj, images.dim(0), model.num_classes());
+  {
+    py::gil_scoped_release release;
+    model.forward(images);
+    model.loss(boxes, labels);
+    model.backward();
+  }
+  py::dict trace;
+  for (const auto& name : model.tap_order()) put_tap(trace, model, name);
+  const auto& order = model.tap_order();
+  for (auto it = order.rbegin(); it != order.rend(); ++it)
+    if (model.has_grad(*it)) trace[py::str("grad/" + *it)] = array_from_tensor(model.grad_of(*it));
+  for (const auto& key : model.weight_names())
+    trace[py::str("param_grad/" + key)] = array_from_tensor(model.param_grad(key));
+  return trace;
+}
+
 // inp (B,C,H,W), weight (OC,C,KH,KW), bias (OC) -> out (B,OC,OH,OW); reference=True runs the direct loop
 template <typename T>
 py::array_t<T> conv2d(const py::handle& inp_obj, const py::handle& weight_obj, const py::handle& bias_obj,
@@ -80,6 +116,8 @@ void bind_model(py::module_& m, const char* name) {
       .def(py::init(&make_model<T>), py::arg("state_dict"),
            "Load a torchvision SSD300 state_dict (any channel widths) by name.")
       .def("forward", &forward<T>, py::arg("images"), "images (B,3,300,300) -> {tap: array} in execution order")
+      .def("forward_backward", &forward_backward<T>, py::arg("images"), py::arg("boxes"), py::arg("labels"),
+           "One training step without the update: forward, loss and backward taps, in one dict.")
       .def_property_readonly("num_classes", &Model<T>::num_classes)
       .def_property_readonly("num_priors", &Model<T>::num_priors)
       .def_property_readonly("weight_names", &Model<T>::weight_names);

@@ -1,4 +1,5 @@
-// 2-D convolution, one image at a time, as tiled im2col + GEMM. The column buffer covers one tile of output
+// 2-D convolution, one image at a time, as tiled im2col + GEMM (forward: the column-consistent GEMM, so identical
+// patches give identical outputs; backward: OpenBLAS). The column buffer covers one tile of output
 // pixels, never the whole image, so scratch memory stays bounded at the 300x300 layers.
 #pragma once
 #include <algorithm>
@@ -6,6 +7,7 @@
 #include <vector>
 
 #include "gemm.h"
+#include "gemm_columnwise.h"
 
 namespace ssd {
 
@@ -70,14 +72,14 @@ void conv2d_forward(T* out, const T* inp, const T* weight, const T* bias, const 
                     std::vector<T>& scratch) {
   const int pixels = g.OH() * g.OW(), K = g.patch();
   if (g.is_pointwise()) {
-    gemm(false, false, g.OC, pixels, K, T(1), weight, K, inp, pixels, T(0), out, pixels);
+    gemm_columnwise(g.OC, pixels, K, weight, K, inp, pixels, out, pixels);
   } else {
     const int tile = conv_tile_pixels(g);
     scratch.resize(size_t(K) * tile);
     for (int p0 = 0; p0 < pixels; p0 += tile) {
       const int p1 = std::min(pixels, p0 + tile);
       im2col(scratch.data(), inp, g, p0, p1);
-      gemm(false, false, g.OC, p1 - p0, K, T(1), weight, K, scratch.data(), p1 - p0, T(0), out + p0, pixels);
+      gemm_columnwise(g.OC, p1 - p0, K, weight, K, scratch.data(), p1 - p0, out + p0, pixels);
     }
   }
   for (int oc = 0; oc < g.OC; ++oc) {

@@ -5,13 +5,17 @@
 #include <string>
 #include <vector>
 
+#include "box_coder.h"
+#include "box_iou.h"
 #include "conv2d.h"
 #include "default_boxes.h"
 #include "head_concat.h"
 #include "l2norm.h"
 #include "maxpool.h"
+#include "multibox_loss.h"
 #include "relu.h"
 #include "ssd_graph.h"
+#include "ssd_matcher.h"
 #include "tensor.h"
 
 namespace ssd {
@@ -32,8 +36,21 @@ class Model {
   // images (B,3,S,S) -> every forward tap, kept in the model; names in execution order from tap_order()
   void forward(const Tensor<T>& images);
 
+  // After forward: per image, boxes (n,4) xyxy pixels and labels (n) -> matching, targets, per-prior losses,
+  // mined negatives and the three losses, recorded as taps. Boxes and labels are validated by the caller.
+  void loss(const std::vector<Tensor<T>>& boxes, const std::vector<std::vector<int64_t>>& labels);
+
+  // After loss: d loss.total / d every tap ("grad/<tap>") and every parameter ("param_grad/<key>"), recorded.
+  // Parameter gradients are zeroed here, once per step.
+  void backward();
+
   const std::vector<std::string>& tap_order() const { return tap_order_; }
   const Tensor<T>& tap(const std::string& name) const { return taps_.at(name); }
+  bool is_index_tap(const std::string& name) const { return index_taps_.count(name) > 0; }
+  const Tensor<int64_t>& index_tap(const std::string& name) const { return index_taps_.at(name); }
+  bool has_grad(const std::string& tap) const { return grads_.count(tap) > 0; }
+  const Tensor<T>& grad_of(const std::string& tap) const { return grads_.at(tap); }
+  const Tensor<T>& param_grad(const std::string& key) const { return param_grads_.at(key); }
   int num_classes() const { return num_classes_; }
   int image_size() const { return image_size_; }
   int64_t num_priors() const { return priors_.count(); }
@@ -46,6 +63,12 @@ class Model {
   void run_conv(const std::string& out, const std::string& in, const std::string& prefix, int stride, int pad,
                 int dil, bool relu);
   void record(const std::string& name, Tensor<T> value);
+  void record_index(const std::string& name, Tensor<int64_t> value);
+  Tensor<T>& grad(const std::string& tap);
+  void conv_backward(const std::string& out, const std::string& in, const std::string& prefix, int stride, int pad,
+                     int dil, bool relu);
+  void head_backward();
+  void backbone_backward();
 
   Weights weights_;
   int image_size_;
@@ -57,7 +80,11 @@ class Model {
 
   std::map<std::string, Tensor<T>> taps_;
   std::map<std::string, std::vector<int32_t>> pool_argmax_;  // kept for backward
-  std::map<std::string, Tensor<T>> l2norm_denom_;            // kept for backward
+  std::map<std::string, Tensor<T>> l2norm_norm_;             // per-pixel norms, kept for backward
+  std::map<std::string, Tensor<int64_t>> index_taps_;        // match.*, mining.* (0/1)
+  std::map<std::string, Tensor<T>> grads_;                   // d loss / d tap, by tap name
+  std::map<std::string, Tensor<T>> param_grads_;             // d loss / d weight, by state_dict key
+  int64_t num_foreground_ = 0;
   std::vector<std::string> tap_order_;
   std::vector<T> scratch_;
 };
@@ -65,3 +92,5 @@ class Model {
 }  // namespace ssd
 
 #include "ssd_model_impl.h"
+#include "ssd_model_loss.h"
+#include "ssd_model_backward.h"

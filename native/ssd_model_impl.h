@@ -98,6 +98,12 @@ void Model<T>::record(const std::string& name, Tensor<T> value) {
 }
 
 template <typename T>
+void Model<T>::record_index(const std::string& name, Tensor<int64_t> value) {
+  index_taps_[name] = std::move(value);
+  tap_order_.push_back(name);
+}
+
+template <typename T>
 void Model<T>::run_conv(const std::string& out, const std::string& in, const std::string& prefix, int stride,
                         int pad, int dil, bool relu) {
   const Tensor<T>& x = taps_.at(in);
@@ -118,7 +124,9 @@ template <typename T>
 void Model<T>::forward(const Tensor<T>& images) {
   taps_.clear();
   pool_argmax_.clear();
-  l2norm_denom_.clear();
+  l2norm_norm_.clear();
+  index_taps_.clear();
+  grads_.clear();
   tap_order_.clear();
   taps_["input"] = images;
   const int B = int(images.dim(0));
@@ -139,10 +147,10 @@ void Model<T>::forward(const Tensor<T>& images) {
       for (int n = 0; n < B; ++n)
         maxpool_forward(y.ptr() + n * out_size, argmax.data() + n * out_size, x.ptr() + n * in_size, g);
     } else {
-      Tensor<T>& denom = l2norm_denom_[op.out];
-      denom = Tensor<T>({B, in.H * in.W});
+      Tensor<T>& norm = l2norm_norm_[op.out];
+      norm = Tensor<T>({B, in.H * in.W});
       for (int n = 0; n < B; ++n)
-        l2norm_forward(y.ptr() + n * out_size, denom.ptr() + n * in.H * in.W, x.ptr() + n * in_size,
+        l2norm_forward(y.ptr() + n * out_size, norm.ptr() + n * in.H * in.W, x.ptr() + n * in_size,
                        weight(op.param).ptr(), in.C, in.H * in.W);
     }
     record(op.out, std::move(y));

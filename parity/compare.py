@@ -9,9 +9,10 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from .index_compare import compare_exact, compare_negatives
 from .layout import decode_index
 from .metrics import error_metrics, nonfinite_counts
-from .tolerance import Bound, exact_bound, oracle_bound, strict64_bound
+from .tolerance import exact_bound, oracle_bound, rms, strict64_bound
 
 WORST_COUNT = 5
 
@@ -44,6 +45,7 @@ class TensorResult:
     oracle: dict = field(default_factory=dict)  # errors against the float64 oracle and their ratio
     bound: dict = field(default_factory=dict)
     mismatches: int = 0  # elements beyond the bound
+    ties: int = 0  # index tensors: differences confined to tied losses at the selection boundary
     strict64: dict = field(default_factory=dict)  # native64 vs oracle
     worst: list = field(default_factory=list)
     nonfinite: dict = field(default_factory=dict)
@@ -83,7 +85,13 @@ def compare_tensor(
     reference: np.ndarray | None,
     oracle: np.ndarray | None,
     native64: np.ndarray | None = None,
+    context: dict | None = None,
+    strict_oracle: np.ndarray | None = None,
+    inherited: float = 1.0,
 ) -> TensorResult:
+    """context: for mining.negatives, the per-prior losses and labels of each side (see compare_traces);
+    strict_oracle: what native64 is held to (default: oracle)."""
+    strict_oracle = oracle if strict_oracle is None else strict_oracle
     kind = tensor_kind(name)
     result = TensorResult(name, kind, case, batch_size, [], "", "pass")
     missing = [side for side, a in (("native", native), ("reference", reference), ("oracle", oracle)) if a is None]
@@ -96,6 +104,9 @@ def compare_tensor(
         result.verdict = "fail"
         result.reasons.append(f"shape {tuple(native.shape)} on the native side, {tuple(reference.shape)} in the reference")
         return result
+
+    if kind == "index":
+        return _judge_index(result, native, reference, strict_oracle, native64, context or {})
 
     result.nonfinite = {"native": nonfinite_counts(native), "reference": nonfinite_counts(reference)}
     if not np.array_equal(np.isnan(native), np.isnan(reference)) or not np.array_equal(
@@ -110,7 +121,7 @@ def compare_tensor(
         bound = exact_bound("same construction as torchvision's DefaultBoxGenerator at the same precision")
         error = np.abs(native.astype(np.float64) - reference.astype(np.float64))
     else:
-        bound = oracle_bound(reference, oracle)
+        bound = oracle_bound(reference, oracle, inherited)
         error = np.abs(native.astype(np.float64) - oracle)
     result.bound = bound.to_dict()
     both_finite = np.isfinite(native) & np.isfinite(reference)
@@ -126,11 +137,19 @@ def compare_tensor(
             f"{result.mismatches} of {native.size} elements beyond the bound {bound.value:.3g} "
             f"(largest error {native_error:.3g}; bound = {bound.derivation})"
         )
+    if bound.rms_value is not None:
+        native_rms = rms(np.where(both_finite, error, 0.0))
+        result.oracle.update({"native_rms": native_rms, "reference_rms": bound.reference_rms})
+        if native_rms > bound.rms_value:
+            result.reasons.append(
+                f"RMS error {native_rms:.3g} beyond {bound.rms_value:.3g} "
+                f"({bound.factor:g} x reference RMS error {bound.reference_rms:.3g} + floor)"
+            )
     result.worst = _worst_elements(name, native, reference, oracle, error)
 
     if native64 is not None and kind != "priors":
-        strict = strict64_bound(oracle)
-        strict_error = float(np.max(np.abs(native64 - oracle)[np.isfinite(oracle)], initial=0.0))
+        strict = strict64_bound(strict_oracle)
+        strict_error = float(np.max(np.abs(native64 - strict_oracle)[np.isfinite(strict_oracle)], initial=0.0))
         result.strict64 = {"max_abs": strict_error, "bound": strict.to_dict(), "passed": strict_error <= strict.value}
         if strict_error > strict.value:
             result.reasons.append(
@@ -138,8 +157,9 @@ def compare_tensor(
                 f"({strict.derivation})"
             )
     elif native64 is not None:
-        exact64 = bool(np.array_equal(native64, oracle))
-        result.strict64 = {"max_abs": float(np.max(np.abs(native64 - oracle))), "bound": exact_bound("float64").to_dict(), "passed": exact64}
+        exact64 = bool(np.array_equal(native64, strict_oracle))
+        result.strict64 = {"max_abs": float(np.max(np.abs(native64 - strict_oracle))),
+                           "bound": exact_bound("float64").to_dict(), "passed": exact64}
         if not exact64:
             result.reasons.append("native float64 priors are not bit-identical to the float64 reference")
 
@@ -147,11 +167,72 @@ def compare_tensor(
     return result
 
 
-def compare_traces(case: str, batch_size: int, native: dict, reference: dict, oracle: dict, native64: dict | None = None) -> list:
-    """Every tensor named on either side, in the reference's execution order; a name on one side only fails."""
+def _judge_index(result, native, reference, strict_oracle, native64, context) -> TensorResult:
+    result.bound = exact_bound("integer decisions; negatives up to ties at the selection boundary").to_dict()
+    if result.name == "mining.negatives":
+        loss_bound = oracle_bound(context["reference_loss"], context["oracle_loss"]).value
+        diff = compare_negatives(native, reference, context["reference_loss"], context["native_loss"],
+                                 context["reference_labels"], loss_bound)
+        if native64 is not None:
+            strict = strict64_bound(context["strict_loss"]).value
+            diff64 = compare_negatives(native64, strict_oracle, context["strict_loss"], context["native64_loss"],
+                                       context["strict_labels"], strict)
+    else:
+        diff = compare_exact(result.name, native, reference)
+        diff64 = compare_exact(result.name, native64, strict_oracle) if native64 is not None else None
+    result.mismatches, result.ties, result.worst = diff.mismatches, diff.ties, diff.worst
+    result.metrics = {"differing": int(np.sum(native != reference)), "ties": diff.ties}
+    result.reasons += diff.reasons
+    if native64 is not None:
+        result.strict64 = {"mismatches": diff64.mismatches, "ties": diff64.ties, "passed": diff64.mismatches == 0}
+        result.reasons += [f"native float64 vs oracle: {r}" for r in diff64.reasons]
+    result.verdict = "fail" if result.reasons else "pass"
+    return result
+
+
+def _negatives_context(native, reference, oracle, native64, strict_oracle) -> dict:
+    key_loss, key_labels = "loss.cls_per_prior", "match.labels"
+    if key_loss not in reference or key_loss not in native:
+        return {}
+    return {
+        "reference_loss": reference[key_loss], "oracle_loss": oracle[key_loss], "native_loss": native[key_loss],
+        "native64_loss": native64[key_loss] if native64 is not None else None,
+        "reference_labels": reference[key_labels],
+        "strict_loss": strict_oracle[key_loss], "strict_labels": strict_oracle[key_labels],
+    }
+
+
+def compare_traces(case: str, batch_size: int, native: dict, reference: dict, oracle: dict, native64: dict | None = None,
+                   strict_oracle: dict | None = None, routing_ties: dict | None = None) -> list:
+    """Every tensor named on either side, in the reference's execution order; a name on one side only fails.
+
+    strict_oracle: the float64 run native64 is held to, when it differs from `oracle` (routing ties replayed);
+    routing_ties: near-tied pooling windows per pool tap, reported as that tap's ties."""
     names = list(reference) + [n for n in native if n not in reference]
-    return [
-        compare_tensor(n, case, batch_size, native.get(n), reference.get(n), oracle.get(n),
-                       None if native64 is None else native64.get(n))
-        for n in names
-    ]
+    strict_oracle = oracle if strict_oracle is None else strict_oracle
+    context = _negatives_context(native, reference, oracle, native64, strict_oracle)
+    results, inherited = [], 1.0
+    for n in names:
+        result = compare_tensor(n, case, batch_size, native.get(n), reference.get(n), oracle.get(n),
+                                None if native64 is None else native64.get(n), context, strict_oracle.get(n), inherited)
+        result.ties += (routing_ties or {}).get(n, 0)
+        results.append(result)
+        if result.passed:
+            inherited = max(inherited, _error_ratio(result))
+    return results
+
+
+def _error_ratio(result) -> float:
+    """How far above the reference's own error this tensor's native error went (max and RMS), for inheritance."""
+    o = result.oracle
+    ratios = [o.get("ratio") or 0.0]
+    if o.get("reference_rms"):
+        ratios.append(o["native_rms"] / o["reference_rms"])
+    return max(ratios)
+
+
+def compare_sides(traces) -> list:
+    """compare_traces on a parity.sides.SideTraces."""
+    s = traces.scenario
+    return compare_traces(s.id, s.batch_size, traces.native, traces.reference, traces.oracle, traces.native64,
+                          traces.strict_oracle, traces.routing_ties)

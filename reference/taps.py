@@ -34,7 +34,7 @@ def _forward_tap_order() -> list:
 FORWARD_TAPS = _forward_tap_order()
 
 
-def _module_taps(model: SSD) -> dict:
+def module_taps(model: SSD) -> dict:
     """module -> tap name, for every module whose output is a tap."""
     taps = {}
     vgg = list(model.backbone.features) + list(model.backbone.extra[0])
@@ -81,7 +81,7 @@ def run_forward(model: SSD, images: torch.Tensor) -> "OrderedDict[str, torch.Ten
         raise ValueError(f"images must be {IMAGE_SIZE}x{IMAGE_SIZE}, got shape {tuple(images.shape)}")
     store = {}
     handles = [model.backbone.register_forward_hook(_l2norm_hook(store))]
-    for module, name in _module_taps(model).items():
+    for module, name in module_taps(model).items():
         handles.append(module.register_forward_hook(lambda _m, _i, out, name=name: store.__setitem__(name, out)))
     try:
         features = list(model.backbone(images).values())

@@ -1,0 +1,32 @@
+// torchvision's SSDMatcher(0.5): each prior takes the GT it overlaps most (first maximum on ties) when that IoU
+// is >= threshold, else -1; then every GT claims its best prior (first maximum), whatever the IoU.
+//
+// Deliberate rule for two GTs sharing a best prior: GTs are applied in index order, so the later GT wins.
+// torchvision assigns all at once with an advanced-index write whose result for duplicate indices PyTorch leaves
+// undefined; on CPU it is last-wins, which this reproduces deterministically.
+#pragma once
+#include <cstdint>
+
+namespace ssd {
+
+constexpr double kMatchThreshold = 0.5;
+
+// iou (M,P) -> matched (P) in [-1, M)
+template <typename T>
+void ssd_match(int64_t* matched, const T* iou, int M, int64_t P) {
+  for (int64_t p = 0; p < P; ++p) {
+    int best = 0;
+    for (int m = 1; m < M; ++m)
+      if (iou[m * P + p] > iou[best * P + p]) best = m;
+    matched[p] = iou[best * P + p] >= T(kMatchThreshold) ? best : -1;
+  }
+  for (int m = 0; m < M; ++m) {
+    const T* row = iou + m * P;
+    int64_t best = 0;
+    for (int64_t p = 1; p < P; ++p)
+      if (row[p] > row[best]) best = p;
+    matched[best] = m;
+  }
+}
+
+}  // namespace ssd

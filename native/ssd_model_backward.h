@@ -1,0 +1,114 @@
+// Model<T>::backward: d loss.total / d every tap and every parameter, in reverse execution order.
+#pragma once
+
+namespace ssd {
+
+template <typename T>
+Tensor<T>& Model<T>::grad(const std::string& tap) {
+  auto it = grads_.find(tap);
+  if (it == grads_.end()) it = grads_.emplace(tap, Tensor<T>(taps_.at(tap).shape)).first;
+  return it->second;
+}
+
+template <typename T>
+void Model<T>::conv_backward(const std::string& out, const std::string& in, const std::string& prefix, int stride,
+                             int pad, int dil, bool relu) {
+  const Tensor<T>& x = taps_.at(in);
+  const Tensor<T>& y = taps_.at(out);
+  const ConvGeometry g = conv_geometry(prefix, shapes_.at(in), stride, pad, dil);
+  const int B = int(x.dim(0));
+  const int64_t in_size = int64_t(g.C) * g.H * g.W, out_size = int64_t(g.OC) * g.OH() * g.OW();
+  std::vector<T> dpre(grad(out).data);  // d loss / d conv output, before the ReLU
+  if (relu) relu_backward(dpre.data(), dpre.data(), y.ptr(), y.numel());
+  T* dinp = in == "input" ? nullptr : grad(in).ptr();
+  Tensor<T>& dw = param_grads_.at(prefix + ".weight");
+  Tensor<T>& db = param_grads_.at(prefix + ".bias");
+  std::vector<T> scratch_grad;
+  for (int n = 0; n < B; ++n)
+    conv2d_backward(dinp ? dinp + n * in_size : nullptr, dw.ptr(), db.ptr(), dpre.data() + n * out_size,
+                    x.ptr() + n * in_size, weight(prefix + ".weight").ptr(), g, scratch_, scratch_grad);
+}
+
+// d loss / d head outputs -> grad/loc_head, grad/conf_head, then through the head convs into the six sources
+template <typename T>
+void Model<T>::head_backward() {
+  const Tensor<T>& loc = taps_.at("loc_head");
+  const Tensor<T>& conf = taps_.at("conf_head");
+  const Tensor<T>& targets = taps_.at("targets.loc");
+  const Tensor<int64_t>& matched = index_taps_.at("match.matched_idx");
+  const Tensor<int64_t>& labels = index_taps_.at("match.labels");
+  const Tensor<int64_t>& negatives = index_taps_.at("mining.negatives");
+  const int K = num_classes_;
+  const int64_t rows = loc.dim(0) * loc.dim(1);
+  const T normalizer = T(std::max<int64_t>(1, num_foreground_));
+  Tensor<T>& dloc = grad("loc_head");
+  Tensor<T>& dconf = grad("conf_head");
+  for (int64_t i = 0; i < rows; ++i) {
+    if (matched.ptr()[i] >= 0)
+      for (int j = 0; j < 4; ++j)
+        dloc.ptr()[4 * i + j] = smooth_l1_grad(loc.ptr()[4 * i + j] - targets.ptr()[4 * i + j]) / normalizer;
+    // A prior counted both as foreground and as mined negative (possible when 3 x #fg exceeds the background
+    // count) enters the classification sum twice, and so its gradient.
+    const int times_counted = (labels.ptr()[i] > 0 ? 1 : 0) + (negatives.ptr()[i] ? 1 : 0);
+    if (times_counted)
+      cross_entropy_backward(dconf.ptr() + i * K, conf.ptr() + i * K, K, labels.ptr()[i], T(times_counted) / normalizer);
+  }
+
+  const int B = int(loc.dim(0));
+  const int64_t P = loc.dim(1);
+  for (bool is_loc : {true, false}) {
+    const int D = is_loc ? 4 : K;
+    const Tensor<T>& djoined = is_loc ? dloc : dconf;
+    int64_t offset = 0;
+    for (size_t k = 0; k < heads_.sources.size(); ++k) {
+      const std::string name = std::string(is_loc ? "head.loc." : "head.conf.") + std::to_string(k);
+      const MapShape src = shapes_.at(heads_.sources[k]);
+      const int A = heads_.anchors[k];
+      const int64_t conv_size = int64_t(A) * D * src.H * src.W;
+      Tensor<T>& dconv = grad(name);
+      for (int n = 0; n < B; ++n)
+        head_scatter_backward(dconv.ptr() + n * conv_size, djoined.ptr() + n * P * D, A, D, src.H, src.W, offset);
+      offset += int64_t(src.H) * src.W * A;
+      conv_backward(name, heads_.sources[k], head_param(is_loc, int(k)), 1, 1, 1, /*relu=*/false);
+    }
+  }
+}
+
+template <typename T>
+void Model<T>::backbone_backward() {
+  for (auto op = backbone_.rbegin(); op != backbone_.rend(); ++op) {
+    if (op->kind == OpKind::Conv) {
+      conv_backward(op->out, op->in, op->param, op->stride, op->pad, op->dilation, op->relu);
+      continue;
+    }
+    const MapShape in = shapes_.at(op->in), out = shapes_.at(op->out);
+    const int B = int(taps_.at(op->in).dim(0));
+    const int64_t in_size = int64_t(in.C) * in.H * in.W, out_size = int64_t(out.C) * out.H * out.W;
+    const Tensor<T>& dout = grad(op->out);
+    Tensor<T>& dinp = grad(op->in);
+    if (op->kind == OpKind::MaxPool) {
+      const PoolGeometry g{in.C, in.H, in.W, op->kernel, op->stride, op->pad, op->ceil_mode};
+      const std::vector<int32_t>& argmax = pool_argmax_.at(op->out);
+      for (int n = 0; n < B; ++n)
+        maxpool_backward(dinp.ptr() + n * in_size, dout.ptr() + n * out_size, argmax.data() + n * out_size, g);
+    } else {
+      const int HW = in.H * in.W;
+      const Tensor<T>& x = taps_.at(op->in);
+      const Tensor<T>& norm = l2norm_norm_.at(op->out);
+      for (int n = 0; n < B; ++n)
+        l2norm_backward(dinp.ptr() + n * in_size, param_grads_.at(op->param).ptr(), dout.ptr() + n * out_size,
+                        x.ptr() + n * in_size, weight(op->param).ptr(), norm.ptr() + n * HW, in.C, HW);
+    }
+  }
+}
+
+template <typename T>
+void Model<T>::backward() {
+  grads_.clear();
+  param_grads_.clear();
+  for (const auto& [key, w] : weights_) param_grads_[key] = Tensor<T>(w.shape);
+  head_backward();
+  backbone_backward();
+}
+
+}  // namespace ssd
