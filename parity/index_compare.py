@@ -45,6 +45,16 @@ def compare_exact(name: str, native: np.ndarray, reference: np.ndarray) -> Index
     return diff
 
 
+def negative_ties(native: np.ndarray, reference: np.ndarray, losses: np.ndarray, labels: np.ndarray,
+                  tolerance: float) -> np.ndarray:
+    """[B,P] mask of priors selected by one side only whose ranking loss is within `tolerance` of the reference's
+    selection boundary (the smallest selected loss of that image): a tie either pick is right for."""
+    ranked = np.where(labels > 0, -np.inf, losses.astype(np.float64))
+    boundary = np.where(reference, ranked, np.inf).min(axis=1, keepdims=True)
+    near = (np.abs(ranked - boundary) <= tolerance) | (ranked == boundary)
+    return (native != reference) & near
+
+
 def compare_negatives(native: np.ndarray, reference: np.ndarray, losses: np.ndarray, native_losses: np.ndarray,
                       labels: np.ndarray, tolerance: float) -> IndexDiff:
     """native, reference: [B,P] bool selections; losses: the reference's per-prior losses [B,P] and native_losses

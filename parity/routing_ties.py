@@ -1,5 +1,6 @@
 """Near-ties in the decisions rounding can flip (reference/routing.py): max-pool windows where the native side
-took another element, and ReLUs where it let through (or blocked) an input the reference blocked (or let through).
+took another element, ReLUs where it let through (or blocked) an input the reference blocked (or let through),
+and hard negatives picked among equal losses at the selection boundary.
 
 A pool window counts as a tie only when the two candidates' float64 oracle values are within the forward bound
 of the pool's input tap; a ReLU only when the value on the passing side is within the bound of its tap (the
@@ -11,6 +12,7 @@ import torch
 from reference.routing import POOL_INPUTS, window_argmax
 from reference.taps import module_taps
 
+from .index_compare import negative_ties
 from .tolerance import oracle_bound
 
 
@@ -41,9 +43,23 @@ def _relu_ties(tap, native, reference, oracle):
     return ("relu", force_pass, force_block) if (force_pass | force_block).any() else None
 
 
+def _mining_ties(native, reference, oracle):
+    name = "mining.negatives"
+    if name not in native or name not in reference:
+        return None
+    tolerance = oracle_bound(reference["loss.cls_per_prior"], oracle["loss.cls_per_prior"]).value
+    ties = negative_ties(native[name], reference[name], reference["loss.cls_per_prior"], reference["match.labels"],
+                         tolerance)
+    return ("mining", torch.from_numpy(native[name]), torch.from_numpy(ties)) if ties.any() else None
+
+
 def find_routing_ties(model, native: dict, reference: dict, oracle: dict) -> dict:
-    """-> {tap: replay entry} for every pool or ReLU tap with at least one near-tie decided differently."""
+    """-> {tap: replay entry} for every pool, ReLU or mining decision with at least one near-tie decided
+    differently; hard negatives count as tied when their loss is within the loss bound of the boundary."""
     found = {}
+    mining = _mining_ties(native, reference, oracle)
+    if mining is not None:
+        found["mining.negatives"] = mining
     for module, tap in module_taps(model).items():
         if tap in POOL_INPUTS:
             entry = _pool_ties(module, POOL_INPUTS[tap], native, reference, oracle)
@@ -62,7 +78,7 @@ def merge_routing(old: dict, new: dict) -> dict:
     for tap, (kind, first, second) in new.items():
         if tap not in old:
             merged[tap] = (kind, first, second)
-        elif kind == "pool":
+        elif kind in ("pool", "mining"):
             merged[tap] = (kind, first, old[tap][2] | second)
         else:
             merged[tap] = (kind, old[tap][1] | first, old[tap][2] | second)
@@ -72,5 +88,23 @@ def merge_routing(old: dict, new: dict) -> dict:
 def tie_counts(routing: dict) -> dict:
     counts = {}
     for tap, (kind, first, second) in routing.items():
-        counts[tap] = int(second.sum()) if kind == "pool" else int((first | second).sum())
+        counts[tap] = int(second.sum()) if kind in ("pool", "mining") else int((first | second).sum())
     return counts
+
+
+MAX_REPLAYS = 4
+
+
+def reconcile(model, native: dict, runs: tuple, replay) -> tuple:
+    """runs: the reference traces to reconcile, the last being the float64 yardstick (reference32 and oracle, or
+    the oracle alone); replay(routing) reruns them with that routing. A replay moves values downstream by rounding,
+    which can expose further near-ties, so it repeats until none is left (at most MAX_REPLAYS times).
+    -> (routing, reconciled runs)."""
+    routing = {}
+    for _ in range(MAX_REPLAYS):
+        found = find_routing_ties(model, native, runs[0], runs[-1])
+        if not found:
+            break
+        routing = merge_routing(routing, found)
+        runs = replay(routing)
+    return routing, runs

@@ -4,7 +4,7 @@ A scenario names the model config, weights seed, batch size and how its images a
 """
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -24,9 +24,8 @@ class Scenario:
     batch_size: int
     weights_seed: int = 0
     image_seed: int = 1
-    max_objects: int = 5
-    image_mode: str = "scene"  # "scene" (shapes on texture) or "zeros" (an all-zero network input)
-    zero_images: tuple = field(default=())  # indices of images replaced by an all-zero network input
+    image_specs: tuple = ()  # one spec per image, cycled (parity/scenes.py DEFAULT_SPEC); () = all default
+    conf_head_scale: float = 1.0  # the classification head's weights and bias scaled by this (large logits)
 
     def __post_init__(self):
         get_config(self.config)
@@ -41,19 +40,30 @@ class Scenario:
     def with_batch(self, batch_size: int) -> "Scenario":
         return replace(self, batch_size=batch_size)
 
+    def spec(self, index: int) -> dict:
+        return dict(self.image_specs[index % len(self.image_specs)]) if self.image_specs else {}
+
+    def _scenes(self) -> list:
+        return [make_scene(self.image_seed, i, self.spec(i)) for i in range(self.batch_size)]
+
     def images(self) -> np.ndarray:
-        """(B,3,300,300) float32, normalized as torchvision's SSD transform does."""
-        scenes = [make_scene(self.image_seed, i, self.max_objects) for i in range(self.batch_size)]
-        batch = normalize(np.stack([s.image for s in scenes]))
-        for i in self.zero_images:
-            if i < self.batch_size:
+        """(B,3,300,300) float32, normalized as torchvision's SSD transform does; an image whose spec says
+        "zero_input" is an all-zero network input (L2Norm then sees all-zero vectors)."""
+        batch = normalize(np.stack([s.image for s in self._scenes()]))
+        for i in range(self.batch_size):
+            if self.spec(i).get("zero_input"):
                 batch[i] = 0.0
         return batch
 
     def targets(self) -> list:
-        """Per image: (boxes (n,4) float32 pixels, labels (n,) int64)."""
-        scenes = [make_scene(self.image_seed, i, self.max_objects) for i in range(self.batch_size)]
-        return [(s.boxes, s.labels) for s in scenes]
+        """Per image: (boxes (n,4) float32 pixels, labels (n,) int64); an "empty" spec has no boxes."""
+        targets = []
+        for i, scene in enumerate(self._scenes()):
+            if self.spec(i).get("empty"):
+                targets.append((np.zeros((0, 4), np.float32), np.zeros(0, np.int64)))
+            else:
+                targets.append((scene.boxes, scene.labels))
+        return targets
 
 
 def load_scenarios(name: str, batch_sizes: list | None = None) -> list:
@@ -66,6 +76,5 @@ def load_scenarios(name: str, batch_sizes: list | None = None) -> list:
     data.pop("description", None)
     sizes = batch_sizes or data.pop("batch_sizes")
     data.pop("batch_sizes", None)
-    if "zero_images" in data:
-        data["zero_images"] = tuple(data["zero_images"])
+    data["image_specs"] = tuple(data.get("image_specs", ()))
     return [Scenario(name=name, batch_size=int(b), **data) for b in sizes]

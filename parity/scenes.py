@@ -47,21 +47,43 @@ def _shape_mask(kind: str, box: np.ndarray, size: int) -> np.ndarray:
     return inside
 
 
-def make_scene(seed: int, index: int, max_objects: int = 5, min_objects: int = 1, size: int = IMAGE_SIZE) -> Scene:
+# What an image holds; a scenario lists one spec per image (cycled over the batch).
+DEFAULT_SPEC = {
+    "objects": [1, 10],  # how many shapes, inclusive range
+    "box_size": [20, 160],  # width and height in pixels, drawn independently
+    "border": False,  # every box touches an image border
+    "shared_prior_pair": False,  # add a near-copy of the first box (shifted 1 px): both GTs share a best prior
+}
+
+
+def _place(rng, w, h, size, border: bool):
+    x1, y1 = rng.uniform(0, size - w), rng.uniform(0, size - h)
+    if border:  # snap to one of the four borders
+        side = int(rng.integers(0, 4))
+        x1 = 0.0 if side == 0 else (size - w if side == 1 else x1)
+        y1 = 0.0 if side == 2 else (size - h if side == 3 else y1)
+    return np.array([x1, y1, x1 + w, y1 + h], np.float32)
+
+
+def make_scene(seed: int, index: int, spec: dict | None = None, size: int = IMAGE_SIZE) -> Scene:
+    spec = {**DEFAULT_SPEC, **(spec or {})}
     rng = np.random.default_rng([seed, index])
     image = _background(rng, size)
-    count = int(rng.integers(min_objects, max_objects + 1))
+    count = int(rng.integers(spec["objects"][0], spec["objects"][1] + 1))
     boxes, labels = [], []
     for _ in range(count):
-        w, h = rng.uniform(20, 160, size=2)
-        x1, y1 = rng.uniform(0, size - w), rng.uniform(0, size - h)
-        box = np.array([x1, y1, x1 + w, y1 + h], np.float32)
+        w, h = rng.uniform(*spec["box_size"], size=2)
+        box = _place(rng, w, h, size, spec["border"])
         label = int(rng.integers(0, len(SHAPE_CLASSES)))
         colour = rng.uniform(0, 1, size=3).astype(np.float32)
-        mask = _shape_mask(SHAPE_CLASSES[label], box, size)
-        image[:, mask] = colour[:, None]
+        image[:, _shape_mask(SHAPE_CLASSES[label], box, size)] = colour[:, None]
         boxes.append(box)
         labels.append(label + 1)
+    if spec["shared_prior_pair"] and boxes:
+        twin = boxes[0] + np.float32(1.0)
+        twin[2:] = np.minimum(twin[2:], size)
+        boxes.append(twin)
+        labels.append(labels[0] % len(SHAPE_CLASSES) + 1)
     return Scene(np.clip(image, 0, 1), np.array(boxes, np.float32).reshape(-1, 4), np.array(labels, np.int64))
 
 

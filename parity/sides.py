@@ -13,34 +13,43 @@ from reference.model import build_reference, state_dict_arrays
 from reference.step import run_step
 from reference.taps import run_forward
 
-from .routing_ties import find_routing_ties, merge_routing, tie_counts
+from .routing_ties import reconcile, tie_counts
 from .scenario import Scenario
 
 NATIVE_MODELS = {np.dtype(np.float32): ssd_native.ModelFloat32, np.dtype(np.float64): ssd_native.ModelFloat64}
-MAX_REPLAYS = 4
 TORCH_DTYPES = {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64}
 
 
 @lru_cache(maxsize=8)
-def reference_model(config: str, seed: int, dtype: str):
-    return build_reference(get_config(config), seed, TORCH_DTYPES[np.dtype(dtype)])
+def reference_model(config: str, seed: int, dtype: str, conf_head_scale: float = 1.0):
+    model = build_reference(get_config(config), seed, TORCH_DTYPES[np.dtype(dtype)])
+    if conf_head_scale != 1.0:
+        with torch.no_grad():
+            for param in model.head.classification_head.parameters():
+                param.mul_(conf_head_scale)
+    return model
 
 
 @lru_cache(maxsize=8)
-def native_model(config: str, seed: int, dtype: str):
-    weights = state_dict_arrays(reference_model(config, seed, dtype))
+def native_model(config: str, seed: int, dtype: str, conf_head_scale: float = 1.0):
+    weights = state_dict_arrays(reference_model(config, seed, dtype, conf_head_scale))
     return NATIVE_MODELS[np.dtype(dtype)](weights)
 
 
+def _models(scenario: Scenario, dtype: np.dtype):
+    key = (scenario.config, scenario.weights_seed, np.dtype(dtype).name, scenario.conf_head_scale)
+    return reference_model(*key), native_model(*key)
+
+
 def reference_forward(scenario: Scenario, images: np.ndarray) -> dict:
-    model = reference_model(scenario.config, scenario.weights_seed, images.dtype.name)
+    model, _ = _models(scenario, images.dtype)
     with torch.no_grad():
         taps = run_forward(model, torch.from_numpy(images))
     return {name: t.detach().numpy().copy() for name, t in taps.items()}
 
 
 def native_forward(scenario: Scenario, images: np.ndarray) -> dict:
-    return native_model(scenario.config, scenario.weights_seed, images.dtype.name).forward(images)
+    return _models(scenario, images.dtype)[1].forward(images)
 
 
 def _torch_targets(targets: list, dtype: np.dtype) -> tuple:
@@ -50,14 +59,14 @@ def _torch_targets(targets: list, dtype: np.dtype) -> tuple:
 
 
 def reference_step(scenario: Scenario, images: np.ndarray, targets: list, routing: dict | None = None) -> dict:
-    model = reference_model(scenario.config, scenario.weights_seed, images.dtype.name)
+    model, _ = _models(scenario, images.dtype)
     boxes, labels = _torch_targets(targets, images.dtype)
     taps = run_step(model, torch.from_numpy(images), boxes, labels, routing)
     return {name: t.numpy().copy() for name, t in taps.items()}
 
 
 def native_step(scenario: Scenario, images: np.ndarray, targets: list) -> dict:
-    model = native_model(scenario.config, scenario.weights_seed, images.dtype.name)
+    _, model = _models(scenario, images.dtype)
     boxes = [np.ascontiguousarray(b, dtype=images.dtype) for b, _ in targets]
     return model.forward_backward(images, boxes, [l for _, l in targets])
 
@@ -94,21 +103,17 @@ def run_sides(scenario: Scenario, step: bool = True) -> SideTraces:
         native=native_step(scenario, images, targets),
         native64=native_step(scenario, images64, targets),
     )
-    # Near-tied pooling windows routed differently by the native side: replay the reference (and the oracle)
-    # with the native choice there, so gradients upstream compare like for like; the ties are reported.
-    model = reference_model(scenario.config, scenario.weights_seed, "float32")
-    plain_oracle, routing = traces.oracle, {}
-    for _ in range(MAX_REPLAYS):
-        # A replay moves values downstream by rounding, which can expose further near-ties: repeat until none.
-        found = find_routing_ties(model, traces.native, traces.reference, traces.oracle)
-        if not found:
-            break
-        routing = merge_routing(routing, found)
-        traces.reference = reference_step(scenario, images, targets, routing)
-        traces.oracle = reference_step(scenario, images64, targets, routing)
+    # Near-tied decisions (pool windows, ReLUs) the native side took differently: replay the reference with the
+    # native decision there, so gradients upstream compare like for like; the ties are reported.
+    model, _ = _models(scenario, np.float32)
+    plain_oracle = traces.oracle
+
+    def replay32(routing):
+        return reference_step(scenario, images, targets, routing), reference_step(scenario, images64, targets, routing)
+
+    routing, (traces.reference, traces.oracle) = reconcile(
+        model, traces.native, (traces.reference, traces.oracle), replay32)
     traces.routing_ties = tie_counts(routing)
-    routing64 = find_routing_ties(model, traces.native64, plain_oracle, plain_oracle)
-    traces.oracle_for_native64 = (
-        reference_step(scenario, images64, targets, routing64) if routing64 else plain_oracle
-    )
+    _, (traces.oracle_for_native64,) = reconcile(
+        model, traces.native64, (plain_oracle,), lambda r: (reference_step(scenario, images64, targets, r),))
     return traces

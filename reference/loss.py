@@ -45,8 +45,11 @@ def match_priors(model: SSD, boxes: torch.Tensor, priors: torch.Tensor) -> torch
 
 
 def run_loss(model: SSD, loc_head: torch.Tensor, conf_head: torch.Tensor, priors: torch.Tensor, boxes: list,
-             labels: list) -> "OrderedDict[str, torch.Tensor]":
-    """Head outputs [B,P,4], [B,P,K], priors [P,4] and per-image targets -> LOSS_TAPS, in order."""
+             labels: list, forced_negatives: tuple | None = None) -> "OrderedDict[str, torch.Tensor]":
+    """Head outputs [B,P,4], [B,P,K], priors [P,4] and per-image targets -> LOSS_TAPS, in order.
+
+    forced_negatives: optional (negatives [B,P] bool, mask [B,P] bool) replaying another side's pick among tied
+    losses (reference/routing.py)."""
     check_targets(boxes, labels, loc_head.shape[0])
     matched = [match_priors(model, b, priors) for b in boxes]
 
@@ -77,6 +80,8 @@ def run_loss(model: SSD, loc_head: torch.Tensor, conf_head: torch.Tensor, priors
     negative_loss[foreground_idxs] = -float("inf")
     _, idx = negative_loss.sort(1, descending=True)
     background_idxs = idx.sort(1)[1] < num_negative
+    if forced_negatives is not None:
+        background_idxs = torch.where(forced_negatives[1], forced_negatives[0], background_idxs)
 
     normalizer = max(1, num_foreground)
     loss_loc = bbox_loss.sum() / normalizer

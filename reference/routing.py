@@ -1,5 +1,6 @@
-"""Decisions that rounding can flip: which element a max-pool window passes on, and whether a ReLU passes its
-input. Each also decides where the gradient flows.
+"""Decisions that rounding can flip: which element a max-pool window passes on, whether a ReLU passes its
+input, and which of several equal losses a hard-negative selection takes. Each also decides where the gradient
+flows.
 
 Where a pooling window holds two elements equal up to float32 rounding, or a ReLU input is zero up to rounding,
 the choice is decided by rounding noise: a correct port may decide the other way, and every gradient upstream
@@ -53,10 +54,13 @@ def forced_relu_hook(force_pass: torch.Tensor, force_block: torch.Tensor):
 
 
 def install_replay(model, module_taps: dict, replay: dict) -> list:
-    """replay: {tap: ("pool", forced, mask) | ("relu", force_pass, force_block)} -> hook handles to remove."""
+    """replay: {tap: ("pool", forced, mask) | ("relu", force_pass, force_block)} -> hook handles to remove.
+    ("mining", negatives, mask) entries are applied by the loss (reference/loss.py), not here."""
     modules = {name: module for module, name in module_taps.items()}
     handles = []
     for tap, (kind, *masks) in replay.items():
+        if kind == "mining":
+            continue
         hook = forced_pool_hook(*masks) if kind == "pool" else forced_relu_hook(*masks)
         handles.append(modules[tap].register_forward_hook(hook))
     return handles

@@ -58,7 +58,9 @@ def run_step(model: SSD, images: torch.Tensor, boxes: list, labels: list, routin
     for tensor in taps.values():
         if tensor.requires_grad:
             tensor.retain_grad()
-    losses = run_loss(model, taps["loc_head"], taps["conf_head"], taps["priors"], boxes, labels)
+    mining = (routing or {}).get("mining.negatives")
+    losses = run_loss(model, taps["loc_head"], taps["conf_head"], taps["priors"], boxes, labels,
+                      mining[1:] if mining else None)
     losses["loss.total"].backward()
 
     trace = OrderedDict((name, t.detach()) for name, t in taps.items())
