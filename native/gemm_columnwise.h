@@ -1,5 +1,8 @@
-// C (M,N) = A (M,K) * B (K,N), row-major, with every element of a row of C computed by the same sequence of
-// roundings: acc = 0; for k in 0..K-1: acc = acc + A[m,k] * B[k,n] (no FMA contraction, -ffp-contract=off).
+// C (M,N) = A (M,K) * B (K,N), row-major, with every element of C computed by the same sequence of roundings:
+// the K products are summed in blocks of kSumBlock (part = part + A[m,k] * B[k,n], no FMA contraction with
+// -ffp-contract=off), and the block sums added in order (C = C + part). Blocked summation keeps the rounding error
+// near that of a blocked BLAS (a plain running sum over K = 4608 terms was up to 2.3x less accurate than the
+// reference on some layers).
 //
 // Why not OpenBLAS here: its sgemm rounds some 16-column blocks differently from their neighbours, so two
 // identical image patches (flat regions, the all-zero image) give outputs one ULP apart, and a following max-pool
@@ -16,20 +19,26 @@ namespace ssd {
 
 constexpr int kRowsPerBlock = 4;   // rows of A held against one column panel
 constexpr int kColsPerBlock = 32;  // columns of B/C per register panel (4 AVX2 / 2 AVX-512 vectors of float)
+constexpr int kSumBlock = 64;      // products summed before being added to C
 
-// One register panel: rows [m0, m0+MR) x columns [n0, n0+NC); MR and NC fixed so the compiler keeps acc in registers.
+// One register panel: rows [m0, m0+MR) x columns [n0, n0+NC); MR and NC fixed so the compiler keeps the partial
+// sums in registers.
 template <typename T, int MR, int NC>
 inline void panel(int m0, int n0, int K, const T* A, int lda, const T* B, int ldb, T* C, int ldc) {
-  T acc[MR][NC] = {};
-  for (int k = 0; k < K; ++k) {
-    const T* b = B + int64_t(k) * ldb + n0;
+  for (int k0 = 0; k0 < K; k0 += kSumBlock) {
+    T part[MR][NC] = {};
+    for (int k = k0; k < std::min(K, k0 + kSumBlock); ++k) {
+      const T* b = B + int64_t(k) * ldb + n0;
+      for (int r = 0; r < MR; ++r) {
+        const T a = A[int64_t(m0 + r) * lda + k];
+        for (int j = 0; j < NC; ++j) part[r][j] += a * b[j];
+      }
+    }
     for (int r = 0; r < MR; ++r) {
-      const T a = A[int64_t(m0 + r) * lda + k];
-      for (int j = 0; j < NC; ++j) acc[r][j] += a * b[j];
+      T* c = C + int64_t(m0 + r) * ldc + n0;
+      for (int j = 0; j < NC; ++j) c[j] = k0 == 0 ? part[r][j] : c[j] + part[r][j];
     }
   }
-  for (int r = 0; r < MR; ++r)
-    for (int j = 0; j < NC; ++j) C[int64_t(m0 + r) * ldc + n0 + j] = acc[r][j];
 }
 
 // The same arithmetic for any leftover rectangle (row and column tails).
@@ -37,9 +46,13 @@ template <typename T>
 inline void panel_tail(int m0, int m1, int n0, int n1, int K, const T* A, int lda, const T* B, int ldb, T* C, int ldc) {
   for (int m = m0; m < m1; ++m)
     for (int n = n0; n < n1; ++n) {
-      T acc = 0;
-      for (int k = 0; k < K; ++k) acc += A[int64_t(m) * lda + k] * B[int64_t(k) * ldb + n];
-      C[int64_t(m) * ldc + n] = acc;
+      T sum = 0;
+      for (int k0 = 0; k0 < K; k0 += kSumBlock) {
+        T part = 0;
+        for (int k = k0; k < std::min(K, k0 + kSumBlock); ++k) part += A[int64_t(m) * lda + k] * B[int64_t(k) * ldb + n];
+        sum = k0 == 0 ? part : sum + part;
+      }
+      C[int64_t(m) * ldc + n] = sum;
     }
 }
 

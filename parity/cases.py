@@ -1,16 +1,22 @@
-"""The sweep `pytest parity/` runs: breadth on the narrow config, the full SSD300 at representative batch sizes.
-
-Each case is computed once per process and shared by every test that reads it.
-"""
+"""The sweep `pytest parity/` runs: every scenario fixture on the narrow config at batch 1, 2 and 4, and the full
+SSD300 at batch 1 and 4. Each case runs the whole training step once per process on all four sides; tests read
+its per-tensor results."""
 
 from functools import lru_cache
 
-from .compare import compare_traces
-from .scenario import load_scenarios
-from .sides import run_sides
+import numpy as np
 
-# (scenario fixture, batch size)
-FORWARD_CASES = [("default", 1), ("default", 4), ("narrow", 1), ("narrow", 2), ("narrow", 4)]
+from reference.loss import LOSS_TAPS
+from reference.step import step_order
+from reference.taps import FORWARD_TAPS
+
+from .compare import compare_sides
+from .facts import scenario_facts
+from .scenario import load_scenarios
+from .sides import reference_model, run_sides
+
+NARROW_SCENARIOS = ["narrow", "empty_image", "many_boxes", "border_tiny_shared", "large_logits", "zero_image"]
+CASES = [("default", 1), ("default", 4)] + [(name, b) for name in NARROW_SCENARIOS for b in (1, 2, 4)]
 
 
 @lru_cache(maxsize=None)
@@ -18,19 +24,57 @@ def scenario_for(name: str, batch_size: int):
     return load_scenarios(name, [batch_size])[0]
 
 
-@lru_cache(maxsize=4)
+def case_id(name: str, batch_size: int) -> str:
+    return scenario_for(name, batch_size).id
+
+
+@lru_cache(maxsize=1)
 def traces_for(name: str, batch_size: int):
+    """All four sides of one case (large: only the latest is kept)."""
     return run_sides(scenario_for(name, batch_size))
 
 
 @lru_cache(maxsize=None)
-def forward_results(name: str, batch_size: int) -> dict:
-    """tap name -> TensorResult for one case."""
-    scenario = scenario_for(name, batch_size)
-    t = traces_for(name, batch_size)
-    results = compare_traces(scenario.id, batch_size, t.native, t.reference, t.oracle, t.native64)
-    return {r.name: r for r in results}
+def case_summary(name: str, batch_size: int) -> dict:
+    """Everything the tests read about one case, computed while its traces are at hand: per-tensor results (in
+    execution order), scenario facts and parameter-gradient coverage."""
+    traces = traces_for(name, batch_size)
+    return {
+        "results": {r.name: r for r in compare_sides(traces)},
+        "facts": scenario_facts(traces.scenario, traces.reference, traces.native),
+        "coverage": _coverage(traces),
+    }
 
 
-def case_id(name: str, batch_size: int) -> str:
-    return scenario_for(name, batch_size).id
+def results_for(name: str, batch_size: int) -> dict:
+    return case_summary(name, batch_size)["results"]
+
+
+def facts_for(name: str, batch_size: int) -> dict:
+    return case_summary(name, batch_size)["facts"]
+
+
+def parameter_coverage(name: str, batch_size: int) -> dict:
+    return case_summary(name, batch_size)["coverage"]
+
+
+def _coverage(traces) -> dict:
+    """state_dict key -> {"shape_ok", "finite", "native_nonzero", "reference_nonzero"}."""
+    coverage = {}
+    for name, reference in traces.reference.items():
+        if not name.startswith("param_grad/"):
+            continue
+        native = traces.native.get(name)
+        coverage[name.removeprefix("param_grad/")] = {
+            "shape_ok": native is not None and native.shape == reference.shape,
+            "finite": native is not None and bool(np.isfinite(native).all()),
+            "native_nonzero": native is not None and bool(native.any()),
+            "reference_nonzero": bool(reference.any()),
+        }
+    return coverage
+
+
+def tensor_names() -> dict:
+    """kind -> tensor names, from the reference's own structure (the same for every config)."""
+    order = step_order(reference_model("narrow", 0, "float32"))
+    return {"forward": FORWARD_TAPS, "loss": LOSS_TAPS, "backward": order[len(FORWARD_TAPS) + len(LOSS_TAPS):]}

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from .console import wide_console
 from .report import DEFAULT_REPORT, build_report, print_summary, write_report
 
 _collected = []
@@ -21,8 +22,8 @@ def record():
 
 
 def pytest_sessionfinish(session, exitstatus):
-    ran_parity = any("parity" in Path(str(item.fspath)).parts for item in session.items)
-    if not ran_parity:
+    compares_tensors = any("record" in getattr(item, "fixturenames", ()) for item in session.items)
+    if not compares_tensors:
         return
     report = build_report(_collected)
     path = write_report(report, Path(session.config.getoption("--parity-report")))
@@ -35,5 +36,5 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if not hasattr(config, "_parity_report"):
         return
     report, path = config._parity_report
-    print_summary(report)
+    print_summary(report, wide_console())
     terminalreporter.write_line(f"parity report: {path}")

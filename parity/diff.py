@@ -4,9 +4,8 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from reference.taps import FORWARD_TAPS
-
-from .compare import compare_tensor
+from .cases import tensor_names
+from .compare import compare_sides
 from .console import wide_console
 from .layout import format_meaning
 from .scenario import load_scenarios
@@ -14,10 +13,26 @@ from .sides import run_sides
 
 
 def known_taps() -> list:
-    return list(FORWARD_TAPS)
+    return [name for names in tensor_names().values() for name in names]
+
+
+def _index_table(result) -> Table:
+    verdict = "[green]pass[/green]" if result.passed else "[red]FAIL[/red]"
+    table = Table(title=f"{result.name}  [{result.case}]  {verdict}", title_justify="left", show_header=False)
+    table.add_column("metric")
+    table.add_column("value")
+    table.add_row("shape, dtype", f"{tuple(result.shape)} {result.dtype}")
+    table.add_row("entries differing", f"{result.metrics.get('differing', 0)} of {int(np.prod(result.shape))}")
+    table.add_row("ties (equal losses / near-tied decisions)", str(result.ties))
+    table.add_row("rule", result.bound["derivation"])
+    if result.strict64:
+        table.add_row("native float64 vs oracle", f"{result.strict64['mismatches']} mismatches, {result.strict64['ties']} ties")
+    return table
 
 
 def _metrics_table(result) -> Table:
+    if result.kind == "index":
+        return _index_table(result)
     m, o = result.metrics, result.oracle
     verdict = "[green]pass[/green]" if result.passed else "[red]FAIL[/red]"
     table = Table(title=f"{result.name}  [{result.case}]  {verdict}", title_justify="left", show_header=False)
@@ -47,7 +62,8 @@ def _worst_table(result) -> Table:
     for rank, row in enumerate(result.worst, 1):
         table.add_row(
             str(rank), str(tuple(row["index"])), format_meaning(row["meaning"]), f"{row['native']:.9g}",
-            f"{row['reference']:.9g}", f"{row['oracle']:.9g}", f"{row['abs_error']:.3g}",
+            f"{row['reference']:.9g}", f"{row.get('oracle', float('nan')):.9g}",
+            f"{row['abs_error']:.3g}" if "abs_error" in row else row.get("note", "differs"),
         )
     return table
 
@@ -62,10 +78,7 @@ def diff_layer(layer: str, scenario_name: str, batch_sizes: list | None, console
     failed = False
     for scenario in load_scenarios(scenario_name, batch_sizes):
         traces = run_sides(scenario)
-        result = compare_tensor(
-            layer, scenario.id, scenario.batch_size, traces.native.get(layer), traces.reference.get(layer),
-            traces.oracle.get(layer), traces.native64.get(layer),
-        )
+        result = next(r for r in compare_sides(traces) if r.name == layer)
         failed |= not result.passed
         console.print(_metrics_table(result))
         for reason in result.reasons:

@@ -2,7 +2,8 @@
 
 Schema (version 1):
   {"schema": 1, "created": ISO time, "passed": bool,
-   "runs": [{"case", "batch_size", "compared", "failed", "first_divergence": {"name", "reasons"} | null}],
+   "runs": [{"case", "batch_size", "compared", "failed", "ties": {tensor: count},
+             "first_divergence": {"name", "reasons"} | null}],
    "tensors": [TensorResult.to_dict(), ...]}
 A run that compared zero tensors fails.
 """
@@ -33,6 +34,7 @@ def summarize_runs(results: list) -> list:
                 "batch_size": rows[0].batch_size,
                 "compared": len(rows),
                 "failed": len(failed),
+                "ties": {r.name: r.ties for r in rows if r.ties},
                 "first_divergence": {"name": first.name, "reasons": first.reasons} if first else None,
             }
         )
@@ -60,7 +62,7 @@ def write_report(report: dict, path: Path = DEFAULT_REPORT) -> Path:
 def print_summary(report: dict, console: Console | None = None) -> None:
     console = console or Console()
     table = Table(title="ssd-parity: native vs reference", title_justify="left")
-    for column in ("case", "compared", "failed", "first divergence"):
+    for column in ("case", "compared", "failed", "ties", "first divergence"):
         table.add_column(column)
     for run in report["runs"]:
         first = run["first_divergence"]
@@ -68,6 +70,7 @@ def print_summary(report: dict, console: Console | None = None) -> None:
             run["case"],
             str(run["compared"]),
             f"[red]{run['failed']}[/red]" if run["failed"] else "[green]0[/green]",
+            str(sum(run.get("ties", {}).values())),
             f"[red]{first['name']}[/red]: {first['reasons'][0]}" if first else "-",
         )
     console.print(table)

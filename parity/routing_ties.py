@@ -16,10 +16,12 @@ from .index_compare import negative_ties
 from .tolerance import oracle_bound
 
 
-def _pool_ties(pool, input_tap, native, reference, oracle):
+def _pool_ties(pool, input_tap, native, reference, oracle, replayed):
     with torch.no_grad():
         native_choice = window_argmax(pool, torch.from_numpy(native[input_tap]).double())
         reference_choice = window_argmax(pool, torch.from_numpy(reference[input_tap]).double())
+        if replayed is not None:  # the reference already took the native choice there
+            reference_choice = torch.where(replayed[2], replayed[1], reference_choice)
         differ = native_choice != reference_choice
         if not differ.any():
             return None
@@ -30,9 +32,11 @@ def _pool_ties(pool, input_tap, native, reference, oracle):
     return ("pool", native_choice, ties) if ties.any() else None
 
 
-def _relu_ties(tap, native, reference, oracle):
+def _relu_ties(tap, native, reference, oracle, replayed):
     native_on = torch.from_numpy(native[tap] > 0)
     reference_on = torch.from_numpy(reference[tap] > 0)
+    if replayed is not None:  # a replayed ReLU passes (or blocks) there whatever its output's sign
+        reference_on = (reference_on | replayed[1]) & ~replayed[2]
     if torch.equal(native_on, reference_on):
         return None
     bound = oracle_bound(reference[tap], oracle[tap]).value
@@ -53,18 +57,20 @@ def _mining_ties(native, reference, oracle):
     return ("mining", torch.from_numpy(native[name]), torch.from_numpy(ties)) if ties.any() else None
 
 
-def find_routing_ties(model, native: dict, reference: dict, oracle: dict) -> dict:
+def find_routing_ties(model, native: dict, reference: dict, oracle: dict, replayed: dict | None = None) -> dict:
     """-> {tap: replay entry} for every pool, ReLU or mining decision with at least one near-tie decided
-    differently; hard negatives count as tied when their loss is within the loss bound of the boundary."""
+    differently; hard negatives count as tied when their loss is within the loss bound of the boundary.
+    replayed: the routing the reference already ran with (its decisions there are the native ones)."""
+    replayed = replayed or {}
     found = {}
     mining = _mining_ties(native, reference, oracle)
     if mining is not None:
         found["mining.negatives"] = mining
     for module, tap in module_taps(model).items():
         if tap in POOL_INPUTS:
-            entry = _pool_ties(module, POOL_INPUTS[tap], native, reference, oracle)
+            entry = _pool_ties(module, POOL_INPUTS[tap], native, reference, oracle, replayed.get(tap))
         elif isinstance(module, torch.nn.ReLU):
-            entry = _relu_ties(tap, native, reference, oracle)
+            entry = _relu_ties(tap, native, reference, oracle, replayed.get(tap))
         else:
             entry = None
         if entry is not None:
@@ -102,7 +108,7 @@ def reconcile(model, native: dict, runs: tuple, replay) -> tuple:
     -> (routing, reconciled runs)."""
     routing = {}
     for _ in range(MAX_REPLAYS):
-        found = find_routing_ties(model, native, runs[0], runs[-1])
+        found = find_routing_ties(model, native, runs[0], runs[-1], routing)
         if not found:
             break
         routing = merge_routing(routing, found)

@@ -26,6 +26,7 @@ class Scenario:
     image_seed: int = 1
     image_specs: tuple = ()  # one spec per image, cycled (parity/scenes.py DEFAULT_SPEC); () = all default
     conf_head_scale: float = 1.0  # the classification head's weights and bias scaled by this (large logits)
+    zero_biases: bool = False  # every bias 0 (torchvision's init), so an all-zero image stays exactly 0
 
     def __post_init__(self):
         get_config(self.config)

@@ -50,7 +50,7 @@ def _shape_mask(kind: str, box: np.ndarray, size: int) -> np.ndarray:
 # What an image holds; a scenario lists one spec per image (cycled over the batch).
 DEFAULT_SPEC = {
     "objects": [1, 10],  # how many shapes, inclusive range
-    "box_size": [20, 160],  # width and height in pixels, drawn independently
+    "box_size": [20, 280],  # width and height in pixels, drawn independently (large ones match the 3x3 and 1x1 maps)
     "border": False,  # every box touches an image border
     "shared_prior_pair": False,  # add a near-copy of the first box (shifted 1 px): both GTs share a best prior
 }

@@ -21,23 +21,29 @@ TORCH_DTYPES = {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch
 
 
 @lru_cache(maxsize=8)
-def reference_model(config: str, seed: int, dtype: str, conf_head_scale: float = 1.0):
+def reference_model(config: str, seed: int, dtype: str, conf_head_scale: float = 1.0, zero_biases: bool = False):
+    """The seeded reference; a scenario may scale the classification head (large logits) or zero every bias
+    (torchvision's own init: then an all-zero image stays exactly zero through the network)."""
     model = build_reference(get_config(config), seed, TORCH_DTYPES[np.dtype(dtype)])
-    if conf_head_scale != 1.0:
-        with torch.no_grad():
-            for param in model.head.classification_head.parameters():
-                param.mul_(conf_head_scale)
+    with torch.no_grad():
+        for param in model.head.classification_head.parameters():
+            param.mul_(conf_head_scale)
+        if zero_biases:
+            for name, param in model.named_parameters():
+                if name.endswith(".bias"):
+                    param.zero_()
     return model
 
 
 @lru_cache(maxsize=8)
-def native_model(config: str, seed: int, dtype: str, conf_head_scale: float = 1.0):
-    weights = state_dict_arrays(reference_model(config, seed, dtype, conf_head_scale))
+def native_model(config: str, seed: int, dtype: str, conf_head_scale: float = 1.0, zero_biases: bool = False):
+    weights = state_dict_arrays(reference_model(config, seed, dtype, conf_head_scale, zero_biases))
     return NATIVE_MODELS[np.dtype(dtype)](weights)
 
 
 def _models(scenario: Scenario, dtype: np.dtype):
-    key = (scenario.config, scenario.weights_seed, np.dtype(dtype).name, scenario.conf_head_scale)
+    key = (scenario.config, scenario.weights_seed, np.dtype(dtype).name, scenario.conf_head_scale,
+           scenario.zero_biases)
     return reference_model(*key), native_model(*key)
 
 

@@ -114,3 +114,47 @@ def test_conv2d_rejects_mismatched_channels_and_empty_output():
         ssd_native.conv2d_float32(np.zeros((1, 2, 5, 5), np.float32), np.zeros((3, 4, 3, 3), np.float32), np.zeros(3, np.float32))
     with pytest.raises(ValueError, match=r"output would be empty"):
         ssd_native.conv2d_float32(np.zeros((1, 2, 2, 2), np.float32), np.zeros((3, 2, 3, 3), np.float32), np.zeros(3, np.float32))
+
+
+BOX = np.array([[10.0, 20.0, 110.0, 120.0]], np.float32)
+LABEL = np.array([3], np.int64)
+
+
+@pytest.mark.parametrize(
+    "boxes,labels,error,message",
+    [
+        ([np.array([[50.0, 20.0, 50.0, 80.0]], np.float32)], [LABEL], ValueError,
+         r"All bounding boxes should have positive height and width. Found invalid box \[50.0+, 20.0+, 50.0+, 80.0+\] for target at index 0"),
+        ([np.array([[10.0, 90.0, 60.0, 80.0]], np.float32)], [LABEL], ValueError, r"positive height and width"),
+        ([np.array([[np.nan, 0.0, 5.0, 5.0]], np.float32)], [LABEL], ValueError, r"'boxes\[0\]' box 0 is not finite"),
+        ([np.zeros((1, 5), np.float32)], [LABEL], ValueError, r"'boxes\[0\]' must have shape \(n, 4\), got \(1, 5\)"),
+        ([BOX.astype(np.float64)], [LABEL], TypeError, r"'boxes\[0\]' has dtype float64, expected float32"),
+        ([BOX], [np.array([21], np.int64)], ValueError, r"'labels\[0\]' holds label 21 at 0, expected 0 <= label < 21"),
+        ([BOX], [np.array([-1], np.int64)], ValueError, r"holds label -1"),
+        ([BOX], [np.array([3], np.int32)], TypeError, r"'labels\[0\]' has dtype int32, expected int64"),
+        ([BOX], [np.array([3, 4], np.int64)], ValueError, r"'labels\[0\]' must have shape \(1,\) to match boxes\[0\], got \(2,\)"),
+        ([BOX, BOX], [LABEL, LABEL], ValueError, r"got 2 box arrays and 2 label arrays for a batch of 1 images"),
+        (BOX, LABEL, ValueError, r"got 1 box arrays and 1 label arrays for a batch of 1 images|must have shape"),
+        (None, [LABEL], TypeError, r"'boxes' and 'labels' must be lists of arrays"),
+    ],
+    ids=["zero-width", "negative-height", "nan", "5-columns", "float64", "label-too-big", "label-negative",
+         "label-int32", "label-count", "batch-mismatch", "array-not-list", "none"],
+)
+def test_training_step_rejects_bad_targets(narrow_native, image, boxes, labels, error, message):
+    with pytest.raises(error, match=message):
+        narrow_native.forward_backward(image, boxes, labels)
+
+
+def test_degenerate_box_is_rejected_by_the_reference_too():
+    import torch
+
+    from reference.loss import check_targets
+
+    with pytest.raises(ValueError, match=r"All bounding boxes should have positive height and width"):
+        check_targets([torch.tensor([[50.0, 20.0, 50.0, 80.0]])], [torch.tensor([3])], 1)
+
+
+def test_training_step_accepts_an_image_without_boxes(narrow_native, image):
+    trace = narrow_native.forward_backward(image, [np.zeros((0, 4), np.float32)], [np.zeros(0, np.int64)])
+    assert trace["loss.total"] == 0.0 and not trace["mining.negatives"].any()
+    assert (trace["match.matched_idx"] == -1).all()

@@ -1,16 +1,25 @@
 """The checker is trusted only after it has been seen to fail: each test injects a bug and asserts that the
 comparison fails at the right tensor (and passes where the bug is invisible)."""
 
+from functools import lru_cache
+
 import numpy as np
 import pytest
 
 import ssd_native
-from parity.cases import scenario_for, traces_for
+from parity.cases import scenario_for
 from parity.compare import compare_traces
+from parity.sides import run_sides
 from parity.layout import SOURCE_OFFSETS
 from parity.report import build_report
 from reference.configs import ANCHORS_PER_LOCATION, NUM_PRIORS, SOURCE_SIZES
 from reference.taps import FORWARD_TAPS
+
+
+@lru_cache(maxsize=None)
+def traces_for(_name: str, batch_size: int):
+    """Forward-only traces of the narrow scenario (the whole step at batch 2, for the gradient tests)."""
+    return run_sides(scenario_for("narrow", batch_size), step=batch_size == 2)
 
 
 def _compare(native: dict, batch_size: int = 2):
@@ -28,8 +37,41 @@ def _native_copy(batch_size: int = 2) -> dict:
 
 
 def test_clean_native_trace_passes():
-    results = _compare(traces_for("narrow", 2).native)
-    assert len(results) == len(FORWARD_TAPS) and all(r.passed for r in results)
+    t = traces_for("narrow", 2)
+    results = compare_traces("narrow-B2", 2, t.native, t.reference, t.oracle, t.native64, t.strict_oracle, t.routing_ties)
+    assert len(results) == 166 and all(r.passed for r in results), [r.name for r in results if not r.passed]
+
+
+def test_one_perturbed_parameter_gradient_is_named():
+    native = _native_copy()
+    key = "param_grad/backbone.extra.1.2.weight"  # conv8_2's weight gradient
+    native[key] = native[key].copy()
+    native[key][7, 3, 1, 1] *= 1.01
+    failed = [r.name for r in _compare(native) if not r.passed]
+    assert failed == [key]
+
+
+def test_gradient_written_to_the_wrong_buffer_is_caught():
+    """Porting bug 2: the loss gradient stays zero; outputs alone look fine."""
+    native = _native_copy()
+    native["grad/conf_head"] = np.zeros_like(native["grad/conf_head"])
+    results = _compare(native)
+    assert all(r.passed for r in results if not r.name.startswith(("grad/", "param_grad/")))
+    assert next(r for r in results if not r.passed).name == "grad/conf_head"
+
+
+def test_negatives_ranked_across_the_batch_are_caught():
+    """Porting bug 4: ranking negatives over the whole batch instead of per image picks other priors."""
+    t = traces_for("narrow", 2)
+    native = _native_copy()
+    losses = np.where(t.reference["match.labels"] > 0, -np.inf, t.reference["loss.cls_per_prior"])
+    count = int(native["mining.negatives"].sum())
+    flat = np.zeros(losses.size, bool)
+    flat[np.argsort(-losses.ravel(), kind="stable")[:count]] = True
+    native["mining.negatives"] = flat.reshape(losses.shape)
+    result = next(r for r in _compare(native) if r.name == "mining.negatives")
+    assert not result.passed and result.mismatches > 100
+    assert any("away from the selection boundary" in reason for reason in result.reasons)
 
 
 def test_wrong_bias_channel_in_one_layer_is_localized_to_that_layer(narrow_weights):
@@ -93,10 +135,10 @@ def test_priors_must_be_bit_identical():
 
 
 def test_missing_and_extra_taps_fail_by_name():
-    native = _native_copy()
+    native = _native_copy(1)
     del native["head.loc.3"]
     native["head.loc.9"] = np.zeros(1, np.float32)
-    failed = {r.name: r.reasons for r in _compare(native) if not r.passed}
+    failed = {r.name: r.reasons for r in _compare(native, 1) if not r.passed}
     assert set(failed) == {"head.loc.3", "head.loc.9"}
     assert "missing on the native side" in failed["head.loc.3"][0]
     assert "missing on the reference" in failed["head.loc.9"][0]

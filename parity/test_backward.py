@@ -1,0 +1,73 @@
+"""Loss, index tensors and every gradient (activation and parameter) of the native training step against the
+reference, per scenario and batch size; and the coverage of parameter gradients."""
+
+import numpy as np
+import pytest
+
+from .cases import CASES, NARROW_SCENARIOS, case_id, facts_for, parameter_coverage, results_for, tensor_names
+from .explain import explain
+
+NAMES = tensor_names()
+PARAMS = [
+    pytest.param(name, batch, tensor, id=f"{case_id(name, batch)}-{tensor}")
+    for name, batch in CASES
+    for tensor in NAMES["loss"] + NAMES["backward"]
+]
+CASE_IDS = [case_id(*c) for c in CASES]
+
+
+@pytest.mark.parametrize("scenario_name,batch_size,tensor", PARAMS)
+def test_step(scenario_name, batch_size, tensor, record):
+    results = results_for(scenario_name, batch_size)
+    assert tensor in results, f"{tensor!r} was not produced; produced: {sorted(results)}"
+    record(results[tensor])
+    assert results[tensor].passed, explain(results[tensor])
+
+
+@pytest.mark.parametrize("scenario_name,batch_size", CASES, ids=CASE_IDS)
+def test_native_produces_exactly_the_reference_tensors(scenario_name, batch_size):
+    names = list(results_for(scenario_name, batch_size))
+    expected = NAMES["forward"] + NAMES["loss"] + NAMES["backward"]
+    assert names == expected, f"only native: {set(names) - set(expected)}, only reference: {set(expected) - set(names)}"
+    assert sum(n.startswith("param_grad/") for n in names) == 71
+
+
+@pytest.mark.parametrize("scenario_name,batch_size", CASES, ids=CASE_IDS)
+def test_every_parameter_gradient_is_present_finite_and_live_where_the_reference_is(scenario_name, batch_size):
+    coverage = parameter_coverage(scenario_name, batch_size)
+    assert len(coverage) == 71
+    problems = [f"{k}: shape differs" for k, c in coverage.items() if not c["shape_ok"]]
+    problems += [f"{k}: not finite" for k, c in coverage.items() if not c["finite"]]
+    problems += [f"{k}: zero on the native side only" for k, c in coverage.items()
+                 if c["reference_nonzero"] and not c["native_nonzero"]]
+    assert not problems, problems
+
+
+def test_every_parameter_receives_gradient_somewhere_in_the_sweep():
+    """A parameter whose gradient is zero in every case never learns (porting bug 9); zero in one case only means
+    that case gave it no signal (no positive or mined negative on that source map), which the report states."""
+    dead = set(parameter_coverage(*CASES[0]))
+    for name, batch in CASES:
+        dead -= {k for k, c in parameter_coverage(name, batch).items() if c["native_nonzero"]}
+    assert not dead, f"parameters with zero native gradient in every case: {sorted(dead)}"
+
+
+@pytest.mark.parametrize("batch_size", [1, 2, 4])
+def test_scenarios_provoke_what_they_claim(batch_size):
+    """A scenario is only a test of X if X happens in it (image 0 carries each scenario's situation)."""
+    empty = facts_for("empty_image", batch_size)
+    assert empty["matched_gts_per_image"][0] == 0 and empty["boxes_per_image"][0] == 0
+    if batch_size == 1:
+        assert empty["positives"] == 0 and empty["loss_total"] == {"reference": 0.0, "native": 0.0}
+    many = facts_for("many_boxes", batch_size)
+    assert min(many["boxes_per_image"]) >= 50 and min(many["matched_gts_per_image"]) >= 40
+    edge = facts_for("border_tiny_shared", batch_size)
+    assert edge["border_boxes"] >= 3 and edge["shared_best_priors"] >= 1
+    if batch_size > 1:
+        assert edge["tiny_boxes_matched"] >= 1, "tiny boxes still get their forced best prior"
+    large = facts_for("large_logits", batch_size)
+    assert large["max_abs_logit"] >= 100.0 and all(np.isfinite(v) for v in large["loss_total"].values())
+    zero = facts_for("zero_image", batch_size)
+    assert zero["zero_norm_pixels"] >= 38 * 38 // 2, "L2Norm must see all-zero vectors"
+    for name in NARROW_SCENARIOS:
+        assert facts_for(name, batch_size)["nonfinite_native"] == 0, f"{name}: the native step produced NaN/Inf"
