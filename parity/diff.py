@@ -77,7 +77,8 @@ def diff_layer(layer: str, scenario_name: str, batch_sizes: list | None, console
         return 2
     failed = False
     for scenario in load_scenarios(scenario_name, batch_sizes):
-        traces = run_sides(scenario)
+        # A forward tap needs only the forward pass; anything else the whole step.
+        traces = run_sides(scenario, step=layer not in tensor_names()["forward"])
         result = next(r for r in compare_sides(traces) if r.name == layer)
         failed |= not result.passed
         console.print(_metrics_table(result))
