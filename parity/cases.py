@@ -78,3 +78,22 @@ def tensor_names() -> dict:
     """kind -> tensor names, from the reference's own structure (the same for every config)."""
     order = step_order(reference_model("narrow", 0, "float32"))
     return {"forward": FORWARD_TAPS, "loss": LOSS_TAPS, "backward": order[len(FORWARD_TAPS) + len(LOSS_TAPS):]}
+
+
+def sweep_params(kinds: tuple) -> list:
+    """pytest params (scenario, batch size, tensor) for every case and every tensor of the given kinds, with
+    readable ids such as ssd300-B4-conf_head."""
+    import pytest
+
+    names = [n for kind in kinds for n in tensor_names()[kind]]
+    return [pytest.param(s, b, n, id=f"{case_id(s, b)}-{n}") for s, b in CASES for n in names]
+
+
+def judge(scenario_name: str, batch_size: int, tensor: str, record) -> None:
+    """Record one tensor's result in the report and assert it passed, explaining it if not."""
+    from .explain import explain
+
+    results = results_for(scenario_name, batch_size)
+    assert tensor in results, f"{tensor!r} was not produced; produced: {sorted(results)}"
+    record(results[tensor])
+    assert results[tensor].passed, explain(results[tensor])

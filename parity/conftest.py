@@ -23,7 +23,7 @@ def record():
 
 def pytest_sessionfinish(session, exitstatus):
     compares_tensors = any("record" in getattr(item, "fixturenames", ()) for item in session.items)
-    if not compares_tensors:
+    if not compares_tensors or session.config.option.collectonly:
         return
     report = build_report(_collected)
     path = write_report(report, Path(session.config.getoption("--parity-report")))

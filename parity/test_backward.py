@@ -4,24 +4,16 @@ reference, per scenario and batch size; and the coverage of parameter gradients.
 import numpy as np
 import pytest
 
-from .cases import CASES, NARROW_SCENARIOS, case_id, facts_for, parameter_coverage, results_for, tensor_names
-from .explain import explain
+from .cases import (CASES, NARROW_SCENARIOS, case_id, facts_for, judge, parameter_coverage, results_for,
+                    sweep_params, tensor_names)
 
 NAMES = tensor_names()
-PARAMS = [
-    pytest.param(name, batch, tensor, id=f"{case_id(name, batch)}-{tensor}")
-    for name, batch in CASES
-    for tensor in NAMES["loss"] + NAMES["backward"]
-]
 CASE_IDS = [case_id(*c) for c in CASES]
 
 
-@pytest.mark.parametrize("scenario_name,batch_size,tensor", PARAMS)
+@pytest.mark.parametrize("scenario_name,batch_size,tensor", sweep_params(("loss", "backward")))
 def test_step(scenario_name, batch_size, tensor, record):
-    results = results_for(scenario_name, batch_size)
-    assert tensor in results, f"{tensor!r} was not produced; produced: {sorted(results)}"
-    record(results[tensor])
-    assert results[tensor].passed, explain(results[tensor])
+    judge(scenario_name, batch_size, tensor, record)
 
 
 @pytest.mark.parametrize("scenario_name,batch_size", CASES, ids=CASE_IDS)
