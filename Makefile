@@ -32,7 +32,7 @@ $(NATIVE_STAMP): $(DEPS_STAMP) $(NATIVE_SOURCES)
 	touch $@
 
 test: install
-	$(PY) -m pytest tests parity $(PYTEST_ARGS)
+	$(PY) -m pytest tests parity --junitxml=reports/junit.xml $(PYTEST_ARGS)
 
 parity: install
 	$(PY) -m parity run --scenario $(SCENARIO)

@@ -1,5 +1,7 @@
 """`make diff LAYER=<tap>`: one tensor, explained, for each batch size of a scenario."""
 
+from pathlib import Path
+
 import numpy as np
 from rich.console import Console
 from rich.table import Table
@@ -7,6 +9,7 @@ from rich.table import Table
 from .cases import tensor_names
 from .compare import compare_sides
 from .console import wide_console
+from .diff_plots import error_array, save_pictures, text_histogram
 from .layout import format_meaning
 from .scenario import load_scenarios
 from .sides import run_sides
@@ -68,7 +71,8 @@ def _worst_table(result) -> Table:
     return table
 
 
-def diff_layer(layer: str, scenario_name: str, batch_sizes: list | None, console: Console | None = None) -> int:
+def diff_layer(layer: str, scenario_name: str, batch_sizes: list | None, console: Console | None = None,
+               picture_dir: Path = Path("reports") / "diff") -> int:
     console = console or wide_console()
     taps = known_taps()
     if layer not in taps:
@@ -82,6 +86,11 @@ def diff_layer(layer: str, scenario_name: str, batch_sizes: list | None, console
         result = next(r for r in compare_sides(traces) if r.name == layer)
         failed |= not result.passed
         console.print(_metrics_table(result))
+        yardstick = traces.reference if result.kind in ("index", "priors") else traces.oracle
+        error = error_array(traces.native[layer], yardstick[layer])
+        console.print(f"errors per decade (bound {result.bound.get('value', 0):.3g}):\n" + text_histogram(error, result.bound.get("value")))
+        for path in save_pictures(layer, scenario.id, error, result.bound.get("value"), picture_dir):
+            console.print(f"picture: {path}")
         for reason in result.reasons:
             console.print(f"[red]- {reason}[/red]")
         console.print(_worst_table(result))

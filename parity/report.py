@@ -3,6 +3,7 @@
 Schema (version 1):
   {"schema": 1, "created": ISO time, "passed": bool,
    "runs": [{"case", "batch_size", "compared", "failed", "ties": {tensor: count},
+             "nonfinite": {side: {"forward"|"backward": {"name", "counts", "other_side_finite"} | null}},
              "first_divergence": {"name", "reasons"} | null}],
    "tensors": [TensorResult.to_dict(), ...]}
 A run that compared zero tensors fails.
@@ -20,6 +21,27 @@ SCHEMA_VERSION = 1
 DEFAULT_REPORT = Path("reports") / "parity-report.json"
 
 
+def _is_backward(name: str) -> bool:
+    return name.startswith(("grad/", "param_grad/"))
+
+
+def first_nonfinite(rows: list) -> dict:
+    """The NaN/Inf sentinel: per side, forward (with loss) and backward, the first tensor in execution order
+    holding a NaN or Inf, its counts, and whether the other side is finite there."""
+    sentinel = {}
+    for side, other in (("native", "reference"), ("reference", "native")):
+        sentinel[side] = {}
+        for phase in ("forward", "backward"):
+            hit = next((r for r in rows if r.nonfinite and (phase == "backward") == _is_backward(r.name)
+                        and any(r.nonfinite[side].values())), None)
+            sentinel[side][phase] = None if hit is None else {
+                "name": hit.name,
+                "counts": hit.nonfinite[side],
+                "other_side_finite": not any(hit.nonfinite[other].values()),
+            }
+    return sentinel
+
+
 def summarize_runs(results: list) -> list:
     by_case = defaultdict(list)
     for r in results:
@@ -35,6 +57,7 @@ def summarize_runs(results: list) -> list:
                 "compared": len(rows),
                 "failed": len(failed),
                 "ties": {r.name: r.ties for r in rows if r.ties},
+                "nonfinite": first_nonfinite(rows),
                 "first_divergence": {"name": first.name, "reasons": first.reasons} if first else None,
             }
         )
@@ -53,9 +76,13 @@ def build_report(results: list) -> dict:
 
 
 def write_report(report: dict, path: Path = DEFAULT_REPORT) -> Path:
+    """The JSON report, and its HTML view beside it (same name, .html)."""
+    from .html_report import write_html
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(report, indent=1, allow_nan=True))
+    write_html(report, path.with_suffix(".html"))
     return path
 
 
@@ -74,6 +101,13 @@ def print_summary(report: dict, console: Console | None = None) -> None:
             f"[red]{first['name']}[/red]: {first['reasons'][0]}" if first else "-",
         )
     console.print(table)
+    for run in report["runs"]:
+        for side, phases in run.get("nonfinite", {}).items():
+            for phase, hit in phases.items():
+                if hit:
+                    other = "finite" if hit["other_side_finite"] else "also non-finite"
+                    console.print(f"[red]{run['case']}: {side} {phase} first non-finite at {hit['name']}[/red] "
+                                  f"{hit['counts']} (other side {other})")
     if not report["runs"]:
         console.print("[red]no tensors were compared[/red]")
     verdict = "[green]PASS[/green]" if report["passed"] else "[red]FAIL[/red]"

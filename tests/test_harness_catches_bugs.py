@@ -113,6 +113,18 @@ def test_nan_in_one_tap_is_named():
     assert any("non-finite" in reason for reason in failed.reasons)
 
 
+def test_nonfinite_sentinel_names_the_first_tensor_per_side_and_phase():
+    native = _native_copy()
+    native["backbone.conv5_1"][0, 0, 0, 0] = np.inf
+    native["grad/backbone.conv4_2"][1, 2, 3, 4] = np.nan
+    sentinel = build_report(_compare(native))["runs"][0]["nonfinite"]
+    assert sentinel["native"]["forward"]["name"] == "backbone.conv5_1"
+    assert sentinel["native"]["forward"]["counts"] == {"nan": 0, "posinf": 1, "neginf": 0}
+    assert sentinel["native"]["forward"]["other_side_finite"] is True
+    assert sentinel["native"]["backward"]["name"] == "grad/backbone.conv4_2"
+    assert sentinel["reference"] == {"forward": None, "backward": None}
+
+
 def test_perturbation_below_the_bound_passes_and_above_it_fails():
     t = traces_for("narrow", 2)
     reference_error = np.max(np.abs(t.reference["conf_head"].astype(np.float64) - t.oracle["conf_head"]))
