@@ -38,6 +38,39 @@ def cmd_run(args) -> int:
     return 0 if report["passed"] else 1
 
 
+def cmd_compare(args) -> int:
+    """A dump from any port (parity/dump.py) against the reference on the dump's scenario."""
+    from .compare import compare_sides
+    from .dump import read_dump
+    from .scenario import load_scenarios
+    from .sides import run_sides
+
+    console = wide_console()
+    scenario_name, batch_size, native = read_dump(Path(args.native_dump))
+    scenario = load_scenarios(scenario_name, [batch_size])[0]
+    step = any(name.startswith(("grad/", "loss.")) for name in native)
+    with console.status(f"running the reference on {scenario.id}"):
+        results = compare_sides(run_sides(scenario, step=step, native=native))
+    report = build_report(results)
+    path = write_report(report, Path(args.report))
+    print_summary(report, console)
+    console.print(f"report: {path}")
+    return 0 if report["passed"] else 1
+
+
+def cmd_dump(args) -> int:
+    """Write the project's own native module's trace in the dump format (what a C port would write)."""
+    from .dump import write_dump
+    from .scenario import load_scenarios
+    from .sides import native_step
+
+    scenario = load_scenarios(args.scenario, [args.batch_size])[0]
+    images = scenario.images()
+    trace = native_step(scenario, images, scenario.targets())
+    print(write_dump(Path(args.out), args.scenario, args.batch_size, trace))
+    return 0
+
+
 def cmd_diff(args) -> int:
     from .diff import diff_layer
 
@@ -55,9 +88,16 @@ def main(argv=None) -> int:
             p.add_argument("--report", default=str(DEFAULT_REPORT), help="JSON report path")
         else:
             p.add_argument("layer", help="a tap name, e.g. conf_head")
+    compare = sub.add_parser("compare", help="compare a dump written by any port against the reference")
+    compare.add_argument("--native-dump", required=True, help="directory with manifest.json (parity/dump.py)")
+    compare.add_argument("--report", default=str(DEFAULT_REPORT), help="JSON report path")
+    dump = sub.add_parser("dump", help="write the native module's trace as a dump")
+    dump.add_argument("--scenario", default=DEFAULT_SCENARIO)
+    dump.add_argument("--batch-size", type=int, default=1)
+    dump.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     try:
-        return {"run": cmd_run, "diff": cmd_diff}[args.command](args)
+        return {"run": cmd_run, "diff": cmd_diff, "compare": cmd_compare, "dump": cmd_dump}[args.command](args)
     except ValueError as error:
         wide_console(stderr=True).print(f"[red]error:[/red] {error}")
         return 2

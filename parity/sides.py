@@ -85,7 +85,7 @@ class SideTraces:
     reference: dict  # torch float32
     oracle: dict  # torch float64, the yardstick for both float32 sides
     native: dict  # C++ float32
-    native64: dict  # C++ float64, held to the oracle at near machine precision
+    native64: dict | None  # C++ float64, held to the oracle at near machine precision (None for a dump)
     oracle_for_native64: dict | None = None  # the oracle with native64's routing ties replayed, if it had any
     routing_ties: dict = field(default_factory=dict)  # pool tap -> near-tied windows routed as the native side did
 
@@ -94,23 +94,28 @@ class SideTraces:
         return self.oracle_for_native64 if self.oracle_for_native64 is not None else self.oracle
 
 
-def run_sides(scenario: Scenario, step: bool = True) -> SideTraces:
-    """The scenario on all four sides: the whole training step (forward, loss, backward), or forward alone."""
+def run_sides(scenario: Scenario, step: bool = True, native: dict | None = None) -> SideTraces:
+    """The scenario on all sides: the whole training step (forward, loss, backward), or forward alone.
+
+    native: a float32 trace produced elsewhere (a dump, parity/dump.py) to use instead of running the native
+    module; there is then no float64 native side and no strict check."""
     images = scenario.images()
     images64 = images.astype(np.float64)
+    external = native is not None
     if not step:
         return SideTraces(scenario, reference_forward(scenario, images), reference_forward(scenario, images64),
-                          native_forward(scenario, images), native_forward(scenario, images64))
+                          native if external else native_forward(scenario, images),
+                          None if external else native_forward(scenario, images64))
     targets = scenario.targets()
     traces = SideTraces(
         scenario=scenario,
         reference=reference_step(scenario, images, targets),
         oracle=reference_step(scenario, images64, targets),
-        native=native_step(scenario, images, targets),
-        native64=native_step(scenario, images64, targets),
+        native=native if external else native_step(scenario, images, targets),
+        native64=None if external else native_step(scenario, images64, targets),
     )
-    # Near-tied decisions (pool windows, ReLUs) the native side took differently: replay the reference with the
-    # native decision there, so gradients upstream compare like for like; the ties are reported.
+    # Near-tied decisions (pool windows, ReLUs, mining) the native side took differently: replay the reference
+    # with the native decision there, so gradients upstream compare like for like; the ties are reported.
     model, _ = _models(scenario, np.float32)
     plain_oracle = traces.oracle
 
@@ -120,6 +125,7 @@ def run_sides(scenario: Scenario, step: bool = True) -> SideTraces:
     routing, (traces.reference, traces.oracle) = reconcile(
         model, traces.native, (traces.reference, traces.oracle), replay32)
     traces.routing_ties = tie_counts(routing)
-    _, (traces.oracle_for_native64,) = reconcile(
-        model, traces.native64, (plain_oracle,), lambda r: (reference_step(scenario, images64, targets, r),))
+    if traces.native64 is not None:
+        _, (traces.oracle_for_native64,) = reconcile(
+            model, traces.native64, (plain_oracle,), lambda r: (reference_step(scenario, images64, targets, r),))
     return traces
