@@ -4,7 +4,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from rich.console import Console
 
 from .console import wide_console
 from .report import DEFAULT_REPORT, build_report, print_summary, write_report
@@ -24,13 +23,14 @@ def _batch_sizes(text: str | None) -> list | None:
 
 
 def cmd_run(args) -> int:
-    from .sweep import compare_scenario
+    from .compare import compare_sides
+    from .sides import run_sides
 
     console = wide_console()
     results = []
     for scenario in load_scenarios(args.scenario, args.batch_sizes):
         with console.status(f"running {scenario.id} on both sides"):
-            results += compare_scenario(scenario)
+            results += compare_sides(run_sides(scenario))
     report = build_report(results)
     path = write_report(report, Path(args.report))
     print_summary(report, console)

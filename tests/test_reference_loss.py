@@ -1,7 +1,6 @@
 """reference/loss.py writes torchvision's SSD.compute_loss out step by step; here it is held to torchvision's own
 code, bit for bit, on the same head outputs, anchors and matches."""
 
-import numpy as np
 import pytest
 import torch
 
