@@ -1,4 +1,5 @@
-"""Command line: `python -m parity run` (the sweep of one scenario) and `python -m parity diff LAYER`."""
+"""Command line: `python -m parity run` (one scenario, every tensor), `diff LAYER` (one tensor explained),
+`compare --native-dump DIR` (a port's dump against the reference) and `dump` (this project's module as a dump)."""
 
 import argparse
 import sys
