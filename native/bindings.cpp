@@ -2,6 +2,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <omp.h>
+
 #include <cstring>
 
 #include "array_checks.h"
@@ -131,6 +133,11 @@ PYBIND11_MODULE(ssd_native, m) {
   scipy_openblas_set_num_threads(1);
   bind_model<float>(m, "ModelFloat32");
   bind_model<double>(m, "ModelFloat64");
+  m.def("set_num_threads", [](int n) {
+    if (n < 1) throw std::invalid_argument("set_num_threads needs n >= 1, got " + std::to_string(n));
+    omp_set_num_threads(n);
+  }, py::arg("n"), "Threads of the native kernels (OpenMP); results do not depend on it.");
+  m.def("get_num_threads", [] { return omp_get_max_threads(); });
   m.def("conv2d_float32", &conv2d<float>, py::arg("inp"), py::arg("weight"), py::arg("bias"), py::arg("stride") = 1,
         py::arg("pad") = 0, py::arg("dilation") = 1, py::arg("reference") = false);
   m.def("conv2d_float64", &conv2d<double>, py::arg("inp"), py::arg("weight"), py::arg("bias"), py::arg("stride") = 1,

@@ -1,7 +1,7 @@
 // Row-major GEMM: C = alpha * op(A) * op(B) + beta * C. The fast path is OpenBLAS (scipy-openblas32), run
-// single-threaded inside OpenMP threads that each own a block of C's columns: one thread pool in the process
-// (OpenBLAS's own pthreads spinning beside OpenMP's made the narrow model 3x slower on 2 cores), and every C
-// element is computed by one call over the whole K, so results do not depend on the thread count.
+// single-threaded inside OpenMP threads (OpenBLAS's own pthreads spinning beside OpenMP's made the narrow model 3x
+// slower on 2 cores). C is cut into column chunks of a fixed width, whatever the thread count, and each chunk is
+// one call over the whole K: every element is computed the same way with 1 thread or 16.
 // gemm_reference is the plain triple loop that the tests hold the fast path to.
 #pragma once
 #include <cblas.h>
@@ -27,11 +27,11 @@ inline void blas_gemm(bool ta, bool tb, int M, int N, int K, double alpha, const
 template <typename T>
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, T alpha, const T* A, int lda, const T* B, int ldb,
           T beta, T* C, int ldc) {
-  constexpr int kMinColumnsPerThread = 64;
-  const int threads = std::max(1, std::min(omp_get_max_threads(), N / kMinColumnsPerThread));
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (int t = 0; t < threads; ++t) {
-    const int n0 = int(int64_t(N) * t / threads), n1 = int(int64_t(N) * (t + 1) / threads);
+  constexpr int kChunkColumns = 512;
+  const int chunks = (N + kChunkColumns - 1) / kChunkColumns;
+#pragma omp parallel for schedule(dynamic)
+  for (int chunk = 0; chunk < chunks; ++chunk) {
+    const int n0 = chunk * kChunkColumns, n1 = std::min(N, n0 + kChunkColumns);
     const T* B_block = trans_b ? B + int64_t(n0) * ldb : B + n0;
     blas_gemm(trans_a, trans_b, M, n1 - n0, K, alpha, A, lda, B_block, ldb, beta, C + n0, ldc);
   }
