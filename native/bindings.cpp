@@ -75,6 +75,22 @@ py::dict forward_backward(Model<T>& model, const py::handle& images_obj, const p
   return trace;
 }
 
+// name, {tap: array} -> the output of the one stage producing `name`, computed from the given inputs
+template <typename T>
+py::array_t<T> isolated(Model<T>& model, const std::string& name, const py::dict& inputs) {
+  std::map<std::string, Tensor<T>> given;
+  for (const auto& [key, value] : inputs) {
+    const std::string tap = py::str(key);
+    given[tap] = tensor_from_array<T>(value, "inputs['" + tap + "']");
+  }
+  Tensor<T> out;
+  {
+    py::gil_scoped_release release;
+    out = model.isolated(name, std::move(given));
+  }
+  return array_from_tensor(out);
+}
+
 // inp (B,C,H,W), weight (OC,C,KH,KW), bias (OC) -> out (B,OC,OH,OW); reference=True runs the direct loop
 template <typename T>
 py::array_t<T> conv2d(const py::handle& inp_obj, const py::handle& weight_obj, const py::handle& bias_obj,
@@ -120,6 +136,8 @@ void bind_model(py::module_& m, const char* name) {
       .def("forward", &forward<T>, py::arg("images"), "images (B,3,300,300) -> {tap: array} in execution order")
       .def("forward_backward", &forward_backward<T>, py::arg("images"), py::arg("boxes"), py::arg("labels"),
            "One training step without the update: forward, loss and backward taps, in one dict.")
+      .def("isolated", &isolated<T>, py::arg("name"), py::arg("inputs"),
+           "Run only the stage producing tap `name` from the given input taps (e.g. the reference's).")
       .def_property_readonly("num_classes", &Model<T>::num_classes)
       .def_property_readonly("num_priors", &Model<T>::num_priors)
       .def_property_readonly("weight_names", &Model<T>::weight_names);

@@ -36,6 +36,10 @@ class Model {
   // images (B,3,S,S) -> every forward tap, kept in the model; names in execution order from tap_order()
   void forward(const Tensor<T>& images);
 
+  // Only the stage that produces tap `name` (a backbone op, a head conv or a head join), fed `inputs` (tap name ->
+  // value, e.g. the reference's) instead of this model's own upstream: the stage's own error, not the inherited one.
+  Tensor<T> isolated(const std::string& name, std::map<std::string, Tensor<T>> inputs);
+
   // After forward: per image, boxes (n,4) xyxy pixels and labels (n) -> matching, targets, per-prior losses,
   // mined negatives and the three losses, recorded as taps. Boxes and labels are validated by the caller.
   void loss(const std::vector<Tensor<T>>& boxes, const std::vector<std::vector<int64_t>>& labels);
@@ -63,6 +67,10 @@ class Model {
   void run_conv(const std::string& out, const std::string& in, const std::string& prefix, int stride, int pad,
                 int dil, bool relu);
   void record(const std::string& name, Tensor<T> value);
+  void reset();
+  void run_op(const Op& op);
+  void run_head_conv(bool loc, int k);
+  void join_head(bool loc);
   void record_index(const std::string& name, Tensor<int64_t> value);
   Tensor<T>& grad(const std::string& tap);
   void conv_backward(const std::string& out, const std::string& in, const std::string& prefix, int stride, int pad,

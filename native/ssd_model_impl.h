@@ -121,65 +121,120 @@ void Model<T>::run_conv(const std::string& out, const std::string& in, const std
 }
 
 template <typename T>
-void Model<T>::forward(const Tensor<T>& images) {
+void Model<T>::run_op(const Op& op) {
+  if (op.kind == OpKind::Conv) {
+    run_conv(op.out, op.in, op.param, op.stride, op.pad, op.dilation, op.relu);
+    return;
+  }
+  const Tensor<T>& x = taps_.at(op.in);
+  const int B = int(x.dim(0));
+  const MapShape in = shapes_.at(op.in), out = shapes_.at(op.out);
+  const int64_t in_size = int64_t(in.C) * in.H * in.W, out_size = int64_t(out.C) * out.H * out.W;
+  Tensor<T> y({B, out.C, out.H, out.W});
+  if (op.kind == OpKind::MaxPool) {
+    std::vector<int32_t>& argmax = pool_argmax_[op.out];
+    argmax.resize(size_t(B) * out_size);
+    const PoolGeometry g{in.C, in.H, in.W, op.kernel, op.stride, op.pad, op.ceil_mode};
+    for (int n = 0; n < B; ++n)
+      maxpool_forward(y.ptr() + n * out_size, argmax.data() + n * out_size, x.ptr() + n * in_size, g);
+  } else {
+    Tensor<T>& norm = l2norm_norm_[op.out];
+    norm = Tensor<T>({B, in.H * in.W});
+    for (int n = 0; n < B; ++n)
+      l2norm_forward(y.ptr() + n * out_size, norm.ptr() + n * in.H * in.W, x.ptr() + n * in_size,
+                     weight(op.param).ptr(), in.C, in.H * in.W);
+  }
+  record(op.out, std::move(y));
+}
+
+template <typename T>
+void Model<T>::run_head_conv(bool loc, int k) {
+  run_conv(std::string(loc ? "head.loc." : "head.conf.") + std::to_string(k), heads_.sources[k], head_param(loc, k),
+           1, 1, 1, /*relu=*/false);
+}
+
+template <typename T>
+void Model<T>::join_head(bool loc) {
+  const int D = loc ? 4 : num_classes_;
+  const std::string family = loc ? "loc" : "conf";
+  const int64_t P = priors_.count();
+  const int B = int(taps_.at("head." + family + ".0").dim(0));
+  Tensor<T> joined({B, P, D});
+  int64_t offset = 0;
+  for (size_t k = 0; k < heads_.sources.size(); ++k) {
+    const MapShape src = shapes_.at(heads_.sources[k]);
+    const int A = heads_.anchors[k];
+    const int64_t conv_size = int64_t(A) * D * src.H * src.W;
+    const Tensor<T>& conv = taps_.at("head." + family + "." + std::to_string(k));
+    for (int n = 0; n < B; ++n)
+      head_scatter_forward(joined.ptr() + n * P * D, conv.ptr() + n * conv_size, A, D, src.H, src.W, offset);
+    offset += int64_t(src.H) * src.W * A;
+  }
+  record(family + "_head", std::move(joined));
+}
+
+template <typename T>
+void Model<T>::reset() {
   taps_.clear();
   pool_argmax_.clear();
   l2norm_norm_.clear();
   index_taps_.clear();
   grads_.clear();
   tap_order_.clear();
+}
+
+template <typename T>
+void Model<T>::forward(const Tensor<T>& images) {
+  reset();
   taps_["input"] = images;
-  const int B = int(images.dim(0));
-
-  for (const Op& op : backbone_) {
-    if (op.kind == OpKind::Conv) {
-      run_conv(op.out, op.in, op.param, op.stride, op.pad, op.dilation, op.relu);
-      continue;
-    }
-    const Tensor<T>& x = taps_.at(op.in);
-    const MapShape in = shapes_.at(op.in), out = shapes_.at(op.out);
-    const int64_t in_size = int64_t(in.C) * in.H * in.W, out_size = int64_t(out.C) * out.H * out.W;
-    Tensor<T> y({B, out.C, out.H, out.W});
-    if (op.kind == OpKind::MaxPool) {
-      std::vector<int32_t>& argmax = pool_argmax_[op.out];
-      argmax.resize(size_t(B) * out_size);
-      const PoolGeometry g{in.C, in.H, in.W, op.kernel, op.stride, op.pad, op.ceil_mode};
-      for (int n = 0; n < B; ++n)
-        maxpool_forward(y.ptr() + n * out_size, argmax.data() + n * out_size, x.ptr() + n * in_size, g);
-    } else {
-      Tensor<T>& norm = l2norm_norm_[op.out];
-      norm = Tensor<T>({B, in.H * in.W});
-      for (int n = 0; n < B; ++n)
-        l2norm_forward(y.ptr() + n * out_size, norm.ptr() + n * in.H * in.W, x.ptr() + n * in_size,
-                       weight(op.param).ptr(), in.C, in.H * in.W);
-    }
-    record(op.out, std::move(y));
-  }
-
+  for (const Op& op : backbone_) run_op(op);
   // Heads: torchvision runs the regression head over all sources, then the classification head.
-  const int64_t P = priors_.count();
   for (bool loc : {true, false}) {
-    const int D = loc ? 4 : num_classes_;
-    const std::string family = loc ? "loc" : "conf";
-    Tensor<T> joined({B, P, D});
-    int64_t offset = 0;
-    for (size_t k = 0; k < heads_.sources.size(); ++k) {
-      const std::string name = "head." + family + "." + std::to_string(k);
-      run_conv(name, heads_.sources[k], head_param(loc, int(k)), 1, 1, 1, /*relu=*/false);
-      const MapShape src = shapes_.at(heads_.sources[k]);
-      const int A = heads_.anchors[k];
-      const int64_t conv_size = int64_t(A) * D * src.H * src.W;
-      for (int n = 0; n < B; ++n)
-        head_scatter_forward(joined.ptr() + n * P * D, taps_.at(name).ptr() + n * conv_size, A, D, src.H, src.W,
-                             offset);
-      offset += int64_t(src.H) * src.W * A;
-    }
-    record(family + "_head", std::move(joined));
+    for (size_t k = 0; k < heads_.sources.size(); ++k) run_head_conv(loc, int(k));
+    join_head(loc);
   }
-
-  Tensor<T> boxes({P, 4});
+  Tensor<T> boxes({priors_.count(), 4});
   default_boxes(boxes.ptr(), priors_);
   record("priors", std::move(boxes));
+}
+
+template <typename T>
+Tensor<T> Model<T>::isolated(const std::string& name, std::map<std::string, Tensor<T>> inputs) {
+  reset();
+  taps_ = std::move(inputs);
+  auto need = [&](const std::string& input) {
+    if (!taps_.count(input))
+      throw std::invalid_argument("isolated stage '" + name + "' needs input '" + input + "'");
+    const Tensor<T>& t = taps_.at(input);
+    auto shape = shapes_.find(input);
+    if (shape != shapes_.end() &&
+        (t.shape.size() != 4 || t.shape[1] != shape->second.C || t.shape[2] != shape->second.H ||
+         t.shape[3] != shape->second.W))
+      throw std::invalid_argument("input '" + input + "' has shape " + shape_str(t.shape) + ", expected (B, " +
+                                  std::to_string(shape->second.C) + ", " + std::to_string(shape->second.H) + ", " +
+                                  std::to_string(shape->second.W) + ")");
+  };
+  for (const Op& op : backbone_)
+    if (op.out == name) {
+      need(op.in);
+      run_op(op);
+      return taps_.at(name);
+    }
+  for (bool loc : {true, false}) {
+    const std::string family = loc ? "loc" : "conf";
+    for (size_t k = 0; k < heads_.sources.size(); ++k)
+      if (name == "head." + family + "." + std::to_string(k)) {
+        need(heads_.sources[k]);
+        run_head_conv(loc, int(k));
+        return taps_.at(name);
+      }
+    if (name == family + "_head") {
+      for (size_t k = 0; k < heads_.sources.size(); ++k) need("head." + family + "." + std::to_string(k));
+      join_head(loc);
+      return taps_.at(name);
+    }
+  }
+  throw std::invalid_argument("no isolated stage produces '" + name + "'");
 }
 
 }  // namespace ssd

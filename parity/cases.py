@@ -12,8 +12,9 @@ from reference.taps import FORWARD_TAPS
 
 from .compare import compare_sides
 from .facts import scenario_facts
+from .isolated import isolated_results
 from .scenario import load_scenarios
-from .sides import reference_model, run_sides
+from .sides import native_model_for, reference_model, run_sides
 
 NARROW_SCENARIOS = ["narrow", "empty_image", "many_boxes", "border_tiny_shared", "large_logits", "zero_image"]
 CASES = [("default", 1), ("default", 4)] + [(name, b) for name in NARROW_SCENARIOS for b in (1, 2, 4)]
@@ -41,9 +42,14 @@ def case_summary(name: str, batch_size: int) -> dict:
     traces = traces_for(name, batch_size)
     return {
         "results": {r.name: r for r in compare_sides(traces)},
+        "isolated": isolated_results(traces, native_model_for(traces.scenario)),
         "facts": scenario_facts(traces.scenario, traces.reference, traces.native),
         "coverage": _coverage(traces),
     }
+
+
+def isolated_for(name: str, batch_size: int) -> list:
+    return case_summary(name, batch_size)["isolated"]
 
 
 def results_for(name: str, batch_size: int) -> dict:

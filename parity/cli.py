@@ -25,13 +25,15 @@ def _batch_sizes(text: str | None) -> list | None:
 
 def cmd_run(args) -> int:
     from .compare import compare_sides
-    from .sides import run_sides
+    from .isolated import isolated_results
+    from .sides import native_model_for, run_sides
 
     console = wide_console()
     results = []
     for scenario in load_scenarios(args.scenario, args.batch_sizes):
-        with console.status(f"running {scenario.id} on both sides"):
-            results += compare_sides(run_sides(scenario))
+        with console.status(f"running {scenario.id} on every side"):
+            traces = run_sides(scenario)
+            results += compare_sides(traces) + isolated_results(traces, native_model_for(scenario))
     report = build_report(results)
     path = write_report(report, Path(args.report))
     print_summary(report, console)

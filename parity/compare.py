@@ -46,6 +46,7 @@ class TensorResult:
     bound: dict = field(default_factory=dict)
     mismatches: int = 0  # elements beyond the bound
     ties: int = 0  # index tensors: differences confined to tied losses at the selection boundary
+    mode: str = "propagated"  # or "isolated": the stage fed the reference's own inputs (parity/isolated.py)
     strict64: dict = field(default_factory=dict)  # native64 vs oracle
     worst: list = field(default_factory=list)
     nonfinite: dict = field(default_factory=dict)

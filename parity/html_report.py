@@ -47,7 +47,8 @@ def _tensor_row(t: dict) -> str:
     ratio = t["oracle"].get("ratio") if t["oracle"] else None
     reasons = "<br>".join(html.escape(r) for r in t["reasons"])
     cells = [
-        f"<code>{html.escape(t['name'])}</code>", t["kind"], _fmt(tuple(t["shape"])),
+        f"<code>{html.escape(t['name'])}</code>" + (" (isolated)" if t.get("mode") == "isolated" else ""),
+        t["kind"], _fmt(tuple(t["shape"])),
         _fmt(t["metrics"].get("max_abs")), _fmt(t["metrics"].get("max_rel")), _fmt(t["metrics"].get("nmse")),
         _fmt(t["oracle"].get("native_error") if t["oracle"] else None), _fmt(ratio),
         _fmt(t["bound"].get("value")), _fmt(t["mismatches"]), _fmt(t["ties"]), html.escape(where),

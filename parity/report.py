@@ -3,6 +3,7 @@
 Schema (version 1):
   {"schema": 1, "created": ISO time, "passed": bool,
    "runs": [{"case", "batch_size", "compared", "failed", "ties": {tensor: count},
+             "isolated": {"compared", "failed", "first_divergence"},  # each stage fed the reference's inputs
              "nonfinite": {side: {"forward"|"backward": {"name", "counts", "other_side_finite"} | null}},
              "first_divergence": {"name", "reasons"} | null}],
    "tensors": [TensorResult.to_dict(), ...]}
@@ -47,18 +48,27 @@ def summarize_runs(results: list) -> list:
     for r in results:
         by_case[r.case].append(r)
     runs = []
-    for case, rows in by_case.items():
+    for case, all_rows in by_case.items():
+        rows = [r for r in all_rows if r.mode == "propagated"]
+        isolated = [r for r in all_rows if r.mode == "isolated"]
         failed = [r for r in rows if not r.passed]
         first = failed[0] if failed else None  # rows are in execution order
+        first_isolated = next((r for r in isolated if not r.passed), None)
         runs.append(
             {
                 "case": case,
-                "batch_size": rows[0].batch_size,
+                "batch_size": all_rows[0].batch_size,
                 "compared": len(rows),
                 "failed": len(failed),
                 "ties": {r.name: r.ties for r in rows if r.ties},
                 "nonfinite": first_nonfinite(rows),
                 "first_divergence": {"name": first.name, "reasons": first.reasons} if first else None,
+                "isolated": {
+                    "compared": len(isolated),
+                    "failed": sum(not r.passed for r in isolated),
+                    "first_divergence": ({"name": first_isolated.name, "reasons": first_isolated.reasons}
+                                         if first_isolated else None),
+                },
             }
         )
     return runs
@@ -69,7 +79,8 @@ def build_report(results: list) -> dict:
     return {
         "schema": SCHEMA_VERSION,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "passed": bool(results) and all(r["failed"] == 0 and r["compared"] > 0 for r in runs),
+        "passed": bool(results) and all(r["failed"] == 0 and r["isolated"]["failed"] == 0
+                                        and r["compared"] + r["isolated"]["compared"] > 0 for r in runs),
         "runs": runs,
         "tensors": [r.to_dict() for r in results],
     }
@@ -89,16 +100,18 @@ def write_report(report: dict, path: Path = DEFAULT_REPORT) -> Path:
 def print_summary(report: dict, console: Console | None = None) -> None:
     console = console or Console()
     table = Table(title="ssd-parity: native vs reference", title_justify="left")
-    for column in ("case", "compared", "failed", "ties", "first divergence"):
+    for column in ("case", "compared", "failed", "ties", "first divergence", "isolated: failed, first"):
         table.add_column(column)
     for run in report["runs"]:
-        first = run["first_divergence"]
+        first, iso = run["first_divergence"], run["isolated"]
         table.add_row(
             run["case"],
             str(run["compared"]),
             f"[red]{run['failed']}[/red]" if run["failed"] else "[green]0[/green]",
             str(sum(run.get("ties", {}).values())),
             f"[red]{first['name']}[/red]: {first['reasons'][0]}" if first else "-",
+            "-" if not iso["compared"] else (f"[red]{iso['failed']}, {iso['first_divergence']['name']}[/red]"
+                                              if iso["failed"] else f"0 of {iso['compared']}"),
         )
     console.print(table)
     for run in report["runs"]:
@@ -111,5 +124,7 @@ def print_summary(report: dict, console: Console | None = None) -> None:
     if not report["runs"]:
         console.print("[red]no tensors were compared[/red]")
     verdict = "[green]PASS[/green]" if report["passed"] else "[red]FAIL[/red]"
-    console.print(f"{verdict}: {sum(r['compared'] for r in report['runs'])} tensors compared, "
-                  f"{sum(r['failed'] for r in report['runs'])} failed")
+    runs = report["runs"]
+    console.print(f"{verdict}: {sum(r['compared'] for r in runs)} tensors compared, "
+                  f"{sum(r['failed'] for r in runs)} failed; {sum(r['isolated']['compared'] for r in runs)} "
+                  f"stages compared in isolation, {sum(r['isolated']['failed'] for r in runs)} failed")

@@ -47,6 +47,10 @@ def _models(scenario: Scenario, dtype: np.dtype):
     return reference_model(*key), native_model(*key)
 
 
+def native_model_for(scenario: Scenario, dtype=np.float32):
+    return _models(scenario, dtype)[1]
+
+
 def reference_forward(scenario: Scenario, images: np.ndarray) -> dict:
     model, _ = _models(scenario, images.dtype)
     with torch.no_grad():

@@ -2,9 +2,20 @@
 
 import pytest
 
-from .cases import judge, sweep_params
+from .cases import CASES, case_id, isolated_for, judge, sweep_params
+from .explain import explain
 
 
 @pytest.mark.parametrize("scenario_name,batch_size,tap", sweep_params(("forward",)))
 def test_forward(scenario_name, batch_size, tap, record):
     judge(scenario_name, batch_size, tap, record)
+
+
+@pytest.mark.parametrize("scenario_name,batch_size", CASES, ids=[case_id(*c) for c in CASES])
+def test_isolated_stages(scenario_name, batch_size, record):
+    """Each native forward stage fed the reference's own inputs matches on its own."""
+    results = isolated_for(scenario_name, batch_size)
+    for result in results:
+        record(result)
+    failed = [r for r in results if not r.passed]
+    assert not failed, "\n".join(explain(r) for r in failed)

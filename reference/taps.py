@@ -95,3 +95,23 @@ def run_forward(model: SSD, images: torch.Tensor) -> "OrderedDict[str, torch.Ten
     if missing:
         raise RuntimeError(f"reference taps were not recorded: {missing}")
     return OrderedDict((name, store[name]) for name in FORWARD_TAPS)
+
+
+SOURCES = ["backbone.conv4_3_l2norm", "backbone.conv7", "extras.conv8_2", "extras.conv9_2", "extras.conv10_2",
+           "extras.conv11_2"]
+
+
+def stage_inputs(tap: str) -> list:
+    """The taps a forward stage reads ("input" is the image batch), for replaying one stage in isolation."""
+    chain = [t for t in FORWARD_TAPS[: FORWARD_TAPS.index("extras.conv11_2") + 1] if t != "backbone.conv4_3_l2norm"]
+    if tap == "backbone.conv4_3_l2norm":
+        return ["backbone.conv4_3"]
+    if tap in chain:
+        index = chain.index(tap)
+        return ["input"] if index == 0 else [chain[index - 1]]
+    if tap.startswith(("head.loc.", "head.conf.")):
+        return [SOURCES[int(tap.rsplit(".", 1)[1])]]
+    if tap in ("loc_head", "conf_head"):
+        family = tap.split("_")[0]
+        return [f"head.{family}.{k}" for k in range(NUM_SOURCES)]
+    raise ValueError(f"no isolated stage for {tap!r}")

@@ -9,6 +9,7 @@ import pytest
 import ssd_native
 from parity.cases import scenario_for
 from parity.compare import compare_traces
+from parity.isolated import isolated_results
 from parity.sides import run_sides
 from parity.layout import SOURCE_OFFSETS
 from parity.report import build_report
@@ -77,12 +78,16 @@ def test_negatives_ranked_across_the_batch_are_caught():
 def test_wrong_bias_channel_in_one_layer_is_localized_to_that_layer(narrow_weights):
     weights = {k: v.copy() for k, v in narrow_weights.items()}
     weights["backbone.extra.1.0.bias"] = np.roll(weights["backbone.extra.1.0.bias"], 1)  # conv8_1's bias, shifted
-    scenario = scenario_for("narrow", 2)
-    native = ssd_native.ModelFloat32(weights).forward(scenario.images())
+    model = ssd_native.ModelFloat32(weights)
+    native = model.forward(scenario_for("narrow", 2).images())
     results = _compare(native)
     assert _first_failure(results) == "extras.conv8_1"
     upstream = FORWARD_TAPS[: FORWARD_TAPS.index("extras.conv8_1")]
     assert all(r.passed for r in results if r.name in upstream)
+    # Isolated: fed the reference's inputs, only the broken stage fails; propagated, everything after it does.
+    isolated = isolated_results(traces_for("narrow", 2), model)
+    assert [r.name for r in isolated if not r.passed] == ["extras.conv8_1"]
+    assert sum(not r.passed for r in results if r.name in FORWARD_TAPS) > 10
 
 
 def _layer_major_concat(head: np.ndarray) -> np.ndarray:
