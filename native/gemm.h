@@ -2,7 +2,6 @@
 // single-threaded inside OpenMP threads (OpenBLAS's own pthreads spinning beside OpenMP's made the narrow model 3x
 // slower on 2 cores). C is cut into column chunks of a fixed width, whatever the thread count, and each chunk is
 // one call over the whole K: every element is computed the same way with 1 thread or 16.
-// gemm_reference is the plain triple loop that the tests hold the fast path to.
 #pragma once
 #include <cblas.h>
 #include <omp.h>
@@ -35,22 +34,6 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, T alpha, const T* A, 
     const T* B_block = trans_b ? B + int64_t(n0) * ldb : B + n0;
     blas_gemm(trans_a, trans_b, M, n1 - n0, K, alpha, A, lda, B_block, ldb, beta, C + n0, ldc);
   }
-}
-
-// Same contract as gemm; accumulates each dot product in order, in T.
-template <typename T>
-void gemm_reference(bool trans_a, bool trans_b, int M, int N, int K, T alpha, const T* A, int lda, const T* B,
-                    int ldb, T beta, T* C, int ldc) {
-  for (int m = 0; m < M; ++m)
-    for (int n = 0; n < N; ++n) {
-      T acc = 0;
-      for (int k = 0; k < K; ++k) {
-        const T a = trans_a ? A[k * lda + m] : A[m * lda + k];
-        const T b = trans_b ? B[n * ldb + k] : B[k * ldb + n];
-        acc += a * b;
-      }
-      C[m * ldc + n] = alpha * acc + (beta == T(0) ? T(0) : beta * C[m * ldc + n]);
-    }
 }
 
 }  // namespace ssd
