@@ -31,14 +31,18 @@ def _run_table(report: dict) -> str:
     for run in report["runs"]:
         first = run["first_divergence"]
         divergence = f"<b>{html.escape(first['name'])}</b>: {html.escape(first['reasons'][0])}" if first else "-"
-        verdict = "fail" if run["failed"] else "pass"
+        isolated = run.get("isolated", {})
+        first_isolated = isolated.get("first_divergence")
+        verdict = "fail" if run["failed"] or isolated.get("failed") else "pass"
         rows.append(
             f"<tr class='{verdict}'><td><a href='#{html.escape(run['case'])}'>{html.escape(run['case'])}</a></td>"
             f"<td>{run['compared']}</td><td class='verdict'>{run['failed']}</td>"
-            f"<td>{sum(run.get('ties', {}).values())}</td><td>{divergence}</td></tr>"
+            f"<td>{sum(run.get('ties', {}).values())}</td><td>{divergence}</td>"
+            f"<td>{isolated.get('failed', 0)} of {isolated.get('compared', 0)}"
+            f"{': ' + html.escape(first_isolated['name']) if first_isolated else ''}</td></tr>"
         )
-    return ("<table><tr><th>case</th><th>compared</th><th>failed</th><th>ties</th><th>first divergence</th></tr>"
-            + "".join(rows) + "</table>")
+    return ("<table><tr><th>case</th><th>compared</th><th>failed</th><th>ties</th><th>first divergence</th>"
+            "<th>isolated: failed, first</th></tr>" + "".join(rows) + "</table>")
 
 
 def _tensor_row(t: dict) -> str:
