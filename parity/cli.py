@@ -23,6 +23,15 @@ def _batch_sizes(text: str | None) -> list | None:
     return sizes
 
 
+def _report(results: list, path: Path, console) -> int:
+    """Write the JSON (and HTML) report, print its summary; exit status 0 only if everything passed."""
+    report = build_report(results)
+    write_report(report, path)
+    print_summary(report, console)
+    console.print(f"report: {path}")
+    return 0 if report["passed"] else 1
+
+
 def cmd_run(args) -> int:
     from .compare import compare_sides
     from .isolated import isolated_results
@@ -34,11 +43,7 @@ def cmd_run(args) -> int:
         with console.status(f"running {scenario.id} on every side"):
             traces = run_sides(scenario)
             results += compare_sides(traces) + isolated_results(traces, native_model_for(scenario))
-    report = build_report(results)
-    path = write_report(report, Path(args.report))
-    print_summary(report, console)
-    console.print(f"report: {path}")
-    return 0 if report["passed"] else 1
+    return _report(results, Path(args.report), console)
 
 
 def cmd_compare(args) -> int:
@@ -54,11 +59,7 @@ def cmd_compare(args) -> int:
     step = any(name.startswith(("grad/", "loss.")) for name in native)
     with console.status(f"running the reference on {scenario.id}"):
         results = compare_sides(run_sides(scenario, step=step, native=native))
-    report = build_report(results)
-    path = write_report(report, Path(args.report))
-    print_summary(report, console)
-    console.print(f"report: {path}")
-    return 0 if report["passed"] else 1
+    return _report(results, Path(args.report), console)
 
 
 def cmd_dump(args) -> int:
