@@ -21,8 +21,8 @@ bound within 20x the reference's own error; a real bug is orders of magnitude ab
 below is free of this noise altogether.
 
 The native float64 build is held to the oracle at a relative error of STRICT_RELATIVE: the measured error is
-1e-16 to 5e-14 of the tensor's largest value (gradients included), and a single float32 rounding anywhere in the double path (a float
-accumulator or constant) would cost at least 6e-8, five orders above the bound.
+1e-16 to 5e-14 of the tensor's largest value (gradients included), and a single float32 rounding anywhere in
+the double path (a float accumulator or constant) would cost at least 6e-8, over two orders above the bound.
 """
 
 from dataclasses import asdict, dataclass
