@@ -40,8 +40,7 @@ def _channel_maps(error: np.ndarray) -> list:
 
 def heatmap_panels(name: str, error: np.ndarray) -> list:
     base = name.removeprefix("grad/")
-    if error.ndim >= 2 and error.shape[-1 if base == "priors" else 1] and base in (
-            "loc_head", "conf_head", "targets.loc") or base.startswith(("match.", "mining.", "loss.cls_per_prior")):
+    if base in ("loc_head", "conf_head", "targets.loc") or base.startswith(("match.", "mining.", "loss.cls_per_prior")):
         return _per_source_maps(error)
     if base == "priors":
         return _per_source_maps(error[None])
@@ -95,10 +94,7 @@ def save_pictures(name: str, case: str, error: np.ndarray, bound: float | None, 
         for ax in axes.ravel()[len(panels):]:
             ax.axis("off")
         fig.suptitle(f"{name} [{case}]: largest |native - oracle| per location")
-        fig.tight_layout()
-        written.append(directory / f"{stem}-heatmap.png")
-        fig.savefig(written[-1], dpi=90)
-        plt.close(fig)
+        written.append(_save(plt, fig, directory / f"{stem}-heatmap.png"))
     positive = error[np.isfinite(error) & (error > 0)]
     fig, ax = plt.subplots(figsize=(6, 3.5))
     if positive.size:
@@ -109,8 +105,12 @@ def save_pictures(name: str, case: str, error: np.ndarray, bound: float | None, 
     ax.set_xlabel("log10 |native - oracle|")
     ax.set_ylabel("elements")
     ax.set_title(f"{name} [{case}]: {int(np.count_nonzero(error == 0))} elements exactly equal")
-    fig.tight_layout()
-    written.append(directory / f"{stem}-histogram.png")
-    fig.savefig(written[-1], dpi=90)
-    plt.close(fig)
+    written.append(_save(plt, fig, directory / f"{stem}-histogram.png"))
     return written
+
+
+def _save(plt, fig, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
