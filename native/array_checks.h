@@ -15,8 +15,8 @@ namespace ssd {
 namespace py = pybind11;
 
 template <typename T>
-const char* dtype_name() {
-  return sizeof(T) == 4 ? "float32" : "float64";
+std::string dtype_name() {
+  return py::str(py::dtype::of<T>());
 }
 
 inline std::string describe_shape(const py::array& a) {

@@ -75,20 +75,81 @@ py::dict forward_backward(Model<T>& model, const py::handle& images_obj, const p
   return trace;
 }
 
-// name, {tap: array} -> the output of the one stage producing `name`, computed from the given inputs
+bool is_index_name(const std::string& tap) { return tap.rfind("match.", 0) == 0 || tap.rfind("mining.", 0) == 0; }
+
+std::string tap_key(const py::handle& key, const std::string& arg) {
+  if (!py::isinstance<py::str>(key)) throw py::type_error(arg + " keys must be str, got " + std::string(py::repr(key)));
+  return py::str(key);
+}
+
+// {tap: array} -> float taps (dtype T) and index taps (match.*, mining.*: int64)
 template <typename T>
-py::array_t<T> isolated(Model<T>& model, const std::string& name, const py::dict& inputs) {
-  std::map<std::string, Tensor<T>> given;
-  for (const auto& [key, value] : inputs) {
-    const std::string tap = py::str(key);
-    given[tap] = tensor_from_array<T>(value, "inputs['" + tap + "']");
+void split_taps(const py::dict& given, const std::string& arg, std::map<std::string, Tensor<T>>& taps,
+                std::map<std::string, Tensor<int64_t>>& index_taps) {
+  for (const auto& [key, value] : given) {
+    const std::string tap = tap_key(key, arg);
+    const std::string where = arg + "['" + tap + "']";
+    if (is_index_name(tap))
+      index_taps[tap] = tensor_from_array<int64_t>(value, where);
+    else
+      taps[tap] = tensor_from_array<T>(value, where);
   }
-  Tensor<T> out;
+}
+
+template <typename V>
+std::map<std::string, Tensor<V>> tensors_from_dict(const py::dict& given, const std::string& arg) {
+  std::map<std::string, Tensor<V>> out;
+  for (const auto& [key, value] : given) {
+    const std::string tap = tap_key(key, arg);
+    out[tap] = tensor_from_array<V>(value, arg + "['" + tap + "']");
+  }
+  return out;
+}
+
+// name, {tap: array} -> {tap: array}: the outputs of the one stage producing `name`, computed from the given
+// inputs (index taps as int64); matching also takes the ground truth
+template <typename T>
+py::dict isolated(Model<T>& model, const std::string& name, const py::dict& inputs, const py::handle& boxes_obj,
+                  const py::handle& labels_obj) {
+  std::map<std::string, Tensor<T>> taps;
+  std::map<std::string, Tensor<int64_t>> index_taps;
+  split_taps(inputs, "inputs", taps, index_taps);
+  std::vector<Tensor<T>> boxes;
+  std::vector<std::vector<int64_t>> labels;
+  if (!boxes_obj.is_none() || !labels_obj.is_none()) {
+    const py::sequence box_list = py::reinterpret_borrow<py::sequence>(boxes_obj);
+    targets_from_lists(boxes, labels, boxes_obj, labels_obj, int64_t(py::len(box_list)), model.num_classes());
+  }
   {
     py::gil_scoped_release release;
-    out = model.isolated(name, std::move(given));
+    model.isolated(name, std::move(taps), std::move(index_taps), boxes, labels);
   }
-  return array_from_tensor(out);
+  py::dict out;
+  for (const auto& tap : model.tap_order()) put_tap(out, model, tap);
+  return out;
+}
+
+// {tap: array}, {tap: grad}, {pool tap: argmax}, {relu tap: uint8 mask} -> {"grad/<tap>": ..., "param_grad/<key>": ...}
+// from every backward stage fed the given forward state and the given gradient of its output
+template <typename T>
+py::dict isolated_backward(Model<T>& model, const py::dict& taps_obj, const py::dict& grads_obj,
+                           const py::dict& pool_argmax_obj, const py::dict& relu_pass_obj) {
+  std::map<std::string, Tensor<T>> taps;
+  std::map<std::string, Tensor<int64_t>> index_taps;
+  split_taps(taps_obj, "taps", taps, index_taps);
+  const auto grads = tensors_from_dict<T>(grads_obj, "grads");
+  const auto pool_argmax = tensors_from_dict<int64_t>(pool_argmax_obj, "pool_argmax");
+  auto relu_pass = tensors_from_dict<uint8_t>(relu_pass_obj, "relu_pass");
+  {
+    py::gil_scoped_release release;
+    model.isolated_backward(std::move(taps), std::move(index_taps), grads, pool_argmax, std::move(relu_pass));
+  }
+  py::dict out;
+  for (const auto& tap : model.isolated_grad_order())
+    out[py::str("grad/" + tap)] = array_from_tensor(model.isolated_grad(tap));
+  for (const auto& key : model.weight_names())
+    out[py::str("param_grad/" + key)] = array_from_tensor(model.param_grad(key));
+  return out;
 }
 
 // inp (B,C,H,W), weight (OC,C,KH,KW), bias (OC) -> out (B,OC,OH,OW); reference=True runs the direct loop
@@ -136,8 +197,12 @@ void bind_model(py::module_& m, const char* name) {
       .def("forward", &forward<T>, py::arg("images"), "images (B,3,300,300) -> {tap: array} in execution order")
       .def("forward_backward", &forward_backward<T>, py::arg("images"), py::arg("boxes"), py::arg("labels"),
            "One training step without the update: forward, loss and backward taps, in one dict.")
-      .def("isolated", &isolated<T>, py::arg("name"), py::arg("inputs"),
-           "Run only the stage producing tap `name` from the given input taps (e.g. the reference's).")
+      .def("isolated", &isolated<T>, py::arg("name"), py::arg("inputs"), py::arg("boxes") = py::none(),
+           py::arg("labels") = py::none(),
+           "Run only the stage producing tap `name` from the given input taps (e.g. the reference's); -> its outputs.")
+      .def("isolated_backward", &isolated_backward<T>, py::arg("taps"), py::arg("grads"), py::arg("pool_argmax"),
+           py::arg("relu_pass"),
+           "Every backward stage fed the given forward state and the given gradient of its output.")
       .def_property_readonly("num_classes", &Model<T>::num_classes)
       .def_property_readonly("num_priors", &Model<T>::num_priors)
       .def_property_readonly("weight_names", &Model<T>::weight_names);

@@ -36,9 +36,24 @@ class Model {
   // images (B,3,S,S) -> every forward tap, kept in the model; names in execution order from tap_order()
   void forward(const Tensor<T>& images);
 
-  // Only the stage that produces tap `name` (a backbone op, a head conv or a head join), fed `inputs` (tap name ->
-  // value, e.g. the reference's) instead of this model's own upstream: the stage's own error, not the inherited one.
-  Tensor<T> isolated(const std::string& name, std::map<std::string, Tensor<T>> inputs);
+  // Only the stage that produces tap `name` (a backbone op, a head conv, a head join, or a loss stage: matching,
+  // class loss, mining, loss sums), fed `inputs` (tap name -> value, e.g. the reference's) instead of this model's
+  // own upstream: the stage's own error, not the inherited one. The stage's outputs are recorded as taps
+  // (tap_order()). Matching also needs the ground truth (boxes, labels); other stages ignore it.
+  void isolated(const std::string& name, std::map<std::string, Tensor<T>> inputs,
+                std::map<std::string, Tensor<int64_t>> index_inputs, const std::vector<Tensor<T>>& boxes,
+                const std::vector<std::vector<int64_t>>& labels);
+
+  // Every backward stage alone: the forward state is the given taps (every forward and loss tap), each stage
+  // starts from the given gradient of its output ("grads", tap -> d loss / d tap) and max-pool windows and
+  // replayed ReLUs route as given. Records, per tap, the gradient its consumers produced (isolated_grad) and every
+  // parameter gradient (param_grad).
+  void isolated_backward(std::map<std::string, Tensor<T>> taps, std::map<std::string, Tensor<int64_t>> index_taps,
+                         const std::map<std::string, Tensor<T>>& grads,
+                         const std::map<std::string, Tensor<int64_t>>& pool_argmax,
+                         std::map<std::string, Tensor<uint8_t>> relu_pass);
+  const std::vector<std::string>& isolated_grad_order() const { return isolated_grad_order_; }
+  const Tensor<T>& isolated_grad(const std::string& tap) const { return isolated_grads_.at(tap); }
 
   // After forward: per image, boxes (n,4) xyxy pixels and labels (n) -> matching, targets, per-prior losses,
   // mined negatives and the three losses, recorded as taps. Boxes and labels are validated by the caller.
@@ -72,7 +87,16 @@ class Model {
   void run_head_conv(bool loc, int k);
   void join_head(bool loc);
   void record_index(const std::string& name, Tensor<int64_t> value);
+  void l2norm_stage(const Op& op, Tensor<T>& y);
+  std::vector<int64_t> expected_shape(const std::string& tap, int64_t batch) const;
+  void check_given(const std::string& stage, const std::string& tap, int64_t batch) const;
+  void match_stage(const std::vector<Tensor<T>>& boxes, const std::vector<std::vector<int64_t>>& labels);
+  void class_loss_stage();
+  void mining_stage();
+  void loss_sums_stage();
+  T loss_normalizer() const;
   Tensor<T>& grad(const std::string& tap);
+  Tensor<T>& take_output_grad(const std::string& tap);
   void conv_backward(const std::string& out, const std::string& in, const std::string& prefix, int stride, int pad,
                      int dil, bool relu);
   void head_backward();
@@ -92,7 +116,11 @@ class Model {
   std::map<std::string, Tensor<int64_t>> index_taps_;        // match.*, mining.* (0/1)
   std::map<std::string, Tensor<T>> grads_;                   // d loss / d tap, by tap name
   std::map<std::string, Tensor<T>> param_grads_;             // d loss / d weight, by state_dict key
-  int64_t num_foreground_ = 0;
+  // Isolated backward only: the reference's output gradients, the ReLU decisions to replay, and the results.
+  const std::map<std::string, Tensor<T>>* replay_grads_ = nullptr;
+  std::map<std::string, Tensor<uint8_t>> relu_pass_;
+  std::map<std::string, Tensor<T>> isolated_grads_;
+  std::vector<std::string> isolated_grad_order_;
   std::vector<std::string> tap_order_;
   std::vector<T> scratch_;
 };
@@ -102,3 +130,4 @@ class Model {
 #include "ssd_model_impl.h"
 #include "ssd_model_loss.h"
 #include "ssd_model_backward.h"
+#include "ssd_model_isolated.h"

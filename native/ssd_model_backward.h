@@ -10,6 +10,23 @@ Tensor<T>& Model<T>::grad(const std::string& tap) {
   return it->second;
 }
 
+// The gradient of a stage's output, complete once every consumer has run its backward. In isolated replay the
+// value the consumers produced is kept as this stage's isolated result and replaced by the reference's, so the
+// stage's own backward starts from the reference's gradient.
+template <typename T>
+Tensor<T>& Model<T>::take_output_grad(const std::string& tap) {
+  Tensor<T>& g = grad(tap);
+  if (replay_grads_ == nullptr) return g;
+  isolated_grads_[tap] = g;
+  isolated_grad_order_.push_back(tap);
+  const Tensor<T>& given = replay_grads_->at(tap);
+  if (given.shape != g.shape)
+    throw std::invalid_argument("grads['" + tap + "'] has shape " + shape_str(given.shape) + ", expected " +
+                                shape_str(g.shape));
+  g = given;
+  return g;
+}
+
 template <typename T>
 void Model<T>::conv_backward(const std::string& out, const std::string& in, const std::string& prefix, int stride,
                              int pad, int dil, bool relu) {
@@ -18,8 +35,14 @@ void Model<T>::conv_backward(const std::string& out, const std::string& in, cons
   const ConvGeometry g = conv_geometry(prefix, shapes_.at(in), stride, pad, dil);
   const int B = int(x.dim(0));
   const int64_t in_size = int64_t(g.C) * g.H * g.W, out_size = int64_t(g.OC) * g.OH() * g.OW();
-  std::vector<T> dpre(grad(out).data);  // d loss / d conv output, before the ReLU
-  if (relu) relu_backward(dpre.data(), dpre.data(), y.ptr(), y.numel());
+  std::vector<T> dpre(take_output_grad(out).data);  // d loss / d conv output, before the ReLU
+  if (relu) {
+    auto routed = relu_pass_.find(out);
+    if (routed == relu_pass_.end())
+      relu_backward(dpre.data(), dpre.data(), y.ptr(), y.numel());
+    else
+      relu_backward_routed(dpre.data(), dpre.data(), routed->second.ptr(), y.numel());
+  }
   T* dinp = in == "input" ? nullptr : grad(in).ptr();
   Tensor<T>& dw = param_grads_.at(prefix + ".weight");
   Tensor<T>& db = param_grads_.at(prefix + ".bias");
@@ -40,7 +63,7 @@ void Model<T>::head_backward() {
   const Tensor<int64_t>& negatives = index_taps_.at("mining.negatives");
   const int K = num_classes_;
   const int64_t rows = loc.dim(0) * loc.dim(1);
-  const T normalizer = T(std::max<int64_t>(1, num_foreground_));
+  const T normalizer = loss_normalizer();
   Tensor<T>& dloc = grad("loc_head");
   Tensor<T>& dconf = grad("conf_head");
   for (int64_t i = 0; i < rows; ++i) {
@@ -58,7 +81,7 @@ void Model<T>::head_backward() {
   const int64_t P = loc.dim(1);
   for (bool is_loc : {true, false}) {
     const int D = is_loc ? 4 : K;
-    const Tensor<T>& djoined = is_loc ? dloc : dconf;
+    const Tensor<T>& djoined = take_output_grad(is_loc ? "loc_head" : "conf_head");
     int64_t offset = 0;
     for (size_t k = 0; k < heads_.sources.size(); ++k) {
       const std::string name = std::string(is_loc ? "head.loc." : "head.conf.") + std::to_string(k);
@@ -84,7 +107,7 @@ void Model<T>::backbone_backward() {
     const MapShape in = shapes_.at(op->in), out = shapes_.at(op->out);
     const int B = int(taps_.at(op->in).dim(0));
     const int64_t in_size = int64_t(in.C) * in.H * in.W, out_size = int64_t(out.C) * out.H * out.W;
-    const Tensor<T>& dout = grad(op->out);
+    const Tensor<T>& dout = take_output_grad(op->out);
     Tensor<T>& dinp = grad(op->in);
     if (op->kind == OpKind::MaxPool) {
       const PoolGeometry g{in.C, in.H, in.W, op->kernel, op->stride, op->pad, op->ceil_mode};

@@ -138,13 +138,22 @@ void Model<T>::run_op(const Op& op) {
     for (int n = 0; n < B; ++n)
       maxpool_forward(y.ptr() + n * out_size, argmax.data() + n * out_size, x.ptr() + n * in_size, g);
   } else {
-    Tensor<T>& norm = l2norm_norm_[op.out];
-    norm = Tensor<T>({B, in.H * in.W});
-    for (int n = 0; n < B; ++n)
-      l2norm_forward(y.ptr() + n * out_size, norm.ptr() + n * in.H * in.W, x.ptr() + n * in_size,
-                     weight(op.param).ptr(), in.C, in.H * in.W);
+    l2norm_stage(op, y);
   }
   record(op.out, std::move(y));
+}
+
+// x = taps_[op.in] (B,C,H,W) -> y (B,C,H,W), and the per-pixel norms (B,H*W) kept for backward
+template <typename T>
+void Model<T>::l2norm_stage(const Op& op, Tensor<T>& y) {
+  const Tensor<T>& x = taps_.at(op.in);
+  const MapShape in = shapes_.at(op.in);
+  const int B = int(x.dim(0)), HW = in.H * in.W;
+  const int64_t size = int64_t(in.C) * HW;
+  Tensor<T>& norm = l2norm_norm_[op.out];
+  norm = Tensor<T>({B, HW});
+  for (int n = 0; n < B; ++n)
+    l2norm_forward(y.ptr() + n * size, norm.ptr() + n * HW, x.ptr() + n * size, weight(op.param).ptr(), in.C, HW);
 }
 
 template <typename T>
@@ -181,6 +190,9 @@ void Model<T>::reset() {
   index_taps_.clear();
   grads_.clear();
   tap_order_.clear();
+  relu_pass_.clear();
+  isolated_grads_.clear();
+  isolated_grad_order_.clear();
 }
 
 template <typename T>
@@ -196,45 +208,6 @@ void Model<T>::forward(const Tensor<T>& images) {
   Tensor<T> boxes({priors_.count(), 4});
   default_boxes(boxes.ptr(), priors_);
   record("priors", std::move(boxes));
-}
-
-template <typename T>
-Tensor<T> Model<T>::isolated(const std::string& name, std::map<std::string, Tensor<T>> inputs) {
-  reset();
-  taps_ = std::move(inputs);
-  auto need = [&](const std::string& input) {
-    if (!taps_.count(input))
-      throw std::invalid_argument("isolated stage '" + name + "' needs input '" + input + "'");
-    const Tensor<T>& t = taps_.at(input);
-    auto shape = shapes_.find(input);
-    if (shape != shapes_.end() &&
-        (t.shape.size() != 4 || t.shape[1] != shape->second.C || t.shape[2] != shape->second.H ||
-         t.shape[3] != shape->second.W))
-      throw std::invalid_argument("input '" + input + "' has shape " + shape_str(t.shape) + ", expected (B, " +
-                                  std::to_string(shape->second.C) + ", " + std::to_string(shape->second.H) + ", " +
-                                  std::to_string(shape->second.W) + ")");
-  };
-  for (const Op& op : backbone_)
-    if (op.out == name) {
-      need(op.in);
-      run_op(op);
-      return taps_.at(name);
-    }
-  for (bool loc : {true, false}) {
-    const std::string family = loc ? "loc" : "conf";
-    for (size_t k = 0; k < heads_.sources.size(); ++k)
-      if (name == "head." + family + "." + std::to_string(k)) {
-        need(heads_.sources[k]);
-        run_head_conv(loc, int(k));
-        return taps_.at(name);
-      }
-    if (name == family + "_head") {
-      for (size_t k = 0; k < heads_.sources.size(); ++k) need("head." + family + "." + std::to_string(k));
-      join_head(loc);
-      return taps_.at(name);
-    }
-  }
-  throw std::invalid_argument("no isolated stage produces '" + name + "'");
 }
 
 }  // namespace ssd

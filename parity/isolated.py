@@ -1,26 +1,92 @@
-"""Isolated replay: each native forward stage (conv, pool, L2Norm, head conv, head join) fed the reference's own
-input for that stage, so a stage's own error is told apart from the error it inherited. A bug in one stage fails
-there and only there; the stages after it, fed correct inputs, pass."""
+"""Isolated replay: each native stage fed the reference's own inputs for that stage, so a stage's own error is
+told apart from the error it inherited. A bug in one stage fails there and only there; the stages after it, fed
+correct inputs, pass.
+
+Stages, in execution order: every forward op (conv, pool, L2Norm, head conv, head join); the loss in four stages
+(matching, per-prior class loss, hard negative mining, loss sums); and every backward stage, each started from
+the reference's gradient of its output, with the reference's forward state (activations and the max-pool and
+ReLU decisions its backward used)."""
 
 import numpy as np
 
+from reference.routing import replayed_decisions
+from reference.step import backward_order
 from reference.taps import FORWARD_TAPS, stage_inputs
 
-from .compare import compare_tensor
+from .compare import compare_tensor, tensor_kind
+from .sides import reference_model_for
 
 ISOLATED_TAPS = [t for t in FORWARD_TAPS if t != "priors"]
 
+# Loss stage (named by its first output) -> the reference taps it reads; matching also reads the ground truth.
+LOSS_STAGES = {
+    "match.matched_idx": ["priors"],  # -> match.matched_idx, match.labels, targets.loc
+    "loss.cls_per_prior": ["conf_head", "match.labels"],
+    "mining.negatives": ["loss.cls_per_prior", "match.labels"],
+    "loss.total": ["loc_head", "targets.loc", "loss.cls_per_prior", "match.matched_idx", "match.labels",
+                   "mining.negatives"],  # -> loss.loc, loss.conf, loss.total
+}
 
-def isolated_results(traces, native_model) -> list:
-    """-> TensorResults (mode "isolated") for every forward stage, in execution order."""
+
+def _native_input(value: np.ndarray) -> np.ndarray:
+    """Index taps travel as int64 (mining.negatives is bool in the traces)."""
+    return np.ascontiguousarray(value.astype(np.int64) if value.dtype == np.bool_ else value)
+
+
+def _isolated(name, traces, native, reference, context=None):
     scenario = traces.scenario
-    images = scenario.images()
+    result = compare_tensor(name, scenario.id, scenario.batch_size, native, reference[name], traces.oracle[name],
+                            context=context)
+    result.mode = "isolated"
+    return result
+
+
+def forward_stage_results(traces, native_model) -> list:
+    images = traces.scenario.images()
     results = []
     for tap in ISOLATED_TAPS:
         inputs = {name: images if name == "input" else np.ascontiguousarray(traces.reference[name])
                   for name in stage_inputs(tap)}
-        output = native_model.isolated(tap, inputs)
-        result = compare_tensor(tap, scenario.id, scenario.batch_size, output, traces.reference[tap], traces.oracle[tap])
-        result.mode = "isolated"
-        results.append(result)
+        results.append(_isolated(tap, traces, native_model.isolated(tap, inputs)[tap], traces.reference))
+    return results
+
+
+def loss_stage_results(traces, native_model) -> list:
+    reference = traces.reference
+    boxes, labels = zip(*traces.scenario.targets())
+    boxes = [np.ascontiguousarray(b, dtype=np.float32) for b in boxes]
+    results = []
+    for stage, input_taps in LOSS_STAGES.items():
+        inputs = {name: _native_input(reference[name]) for name in input_taps}
+        outputs = native_model.isolated(stage, inputs, list(boxes), list(labels))
+        for name, value in outputs.items():
+            # Mining was fed the reference's losses: ties are judged on those on both sides.
+            context = {"reference_loss": reference["loss.cls_per_prior"], "native_loss": reference["loss.cls_per_prior"],
+                       "oracle_loss": traces.oracle["loss.cls_per_prior"], "reference_labels": reference["match.labels"]}
+            results.append(_isolated(name, traces, value, reference, context if name == "mining.negatives" else None))
+    return results
+
+
+def backward_stage_results(traces, native_model) -> list:
+    reference, reference_model = traces.reference, reference_model_for(traces.scenario)
+    forward_state = {name: _native_input(value) for name, value in reference.items() if tensor_kind(name) in
+                     ("activation", "priors", "index", "scalar")}
+    forward_state["input"] = traces.scenario.images()
+    grads = {name.removeprefix("grad/"): np.ascontiguousarray(value) for name, value in reference.items()
+             if name.startswith("grad/")}
+    pool_argmax, relu_pass = replayed_decisions(reference_model, reference, traces.routing)
+    outputs = native_model.isolated_backward(
+        forward_state, grads, {tap: a.numpy() for tap, a in pool_argmax.items()},
+        {tap: m.numpy().astype(np.uint8) for tap, m in relu_pass.items()})
+    return [_isolated(name, traces, outputs.get(name), reference) for name in backward_order(reference_model)]
+
+
+def isolated_results(traces, native_model) -> list:
+    """-> TensorResults (mode "isolated") for every stage the traces cover, in execution order: forward stages,
+    then, for a whole training step, loss stages and backward stages."""
+    results = forward_stage_results(traces, native_model)
+    if "loss.total" in traces.reference:
+        results += loss_stage_results(traces, native_model)
+    if any(name.startswith("grad/") for name in traces.reference):
+        results += backward_stage_results(traces, native_model)
     return results

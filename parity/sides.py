@@ -51,6 +51,10 @@ def native_model_for(scenario: Scenario, dtype=np.float32):
     return _models(scenario, dtype)[1]
 
 
+def reference_model_for(scenario: Scenario, dtype=np.float32):
+    return _models(scenario, dtype)[0]
+
+
 def reference_forward(scenario: Scenario, images: np.ndarray) -> dict:
     model, _ = _models(scenario, images.dtype)
     with torch.no_grad():
@@ -91,7 +95,8 @@ class SideTraces:
     native: dict  # C++ float32
     native64: dict | None  # C++ float64, held to the oracle at near machine precision (None for a dump)
     oracle_for_native64: dict | None = None  # the oracle with native64's routing ties replayed, if it had any
-    routing_ties: dict = field(default_factory=dict)  # pool tap -> near-tied windows routed as the native side did
+    routing_ties: dict = field(default_factory=dict)  # tap -> count of near-tied decisions routed as the native side did
+    routing: dict = field(default_factory=dict)  # tap -> the replay entry itself (reference/routing.py)
 
     @property
     def strict_oracle(self) -> dict:
@@ -128,7 +133,7 @@ def run_sides(scenario: Scenario, step: bool = True, native: dict | None = None)
 
     routing, (traces.reference, traces.oracle) = reconcile(
         model, traces.native, (traces.reference, traces.oracle), replay32)
-    traces.routing_ties = tie_counts(routing)
+    traces.routing, traces.routing_ties = routing, tie_counts(routing)
     if traces.native64 is not None:
         _, (traces.oracle_for_native64,) = reconcile(
             model, traces.native64, (plain_oracle,), lambda r: (reference_step(scenario, images64, targets, r),))

@@ -13,7 +13,7 @@ def test_forward(scenario_name, batch_size, tap, record):
 
 @pytest.mark.parametrize("scenario_name,batch_size", CASES, ids=[case_id(*c) for c in CASES])
 def test_isolated_stages(scenario_name, batch_size, record):
-    """Each native forward stage fed the reference's own inputs matches on its own."""
+    """Each native stage (forward, loss, backward) fed the reference's own inputs matches on its own."""
     results = isolated_for(scenario_name, batch_size)
     for result in results:
         record(result)

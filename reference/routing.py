@@ -13,6 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .taps import module_taps
+
 POOL_INPUTS = {
     "backbone.pool1": "backbone.conv1_2",
     "backbone.pool2": "backbone.conv2_2",
@@ -64,3 +66,19 @@ def install_replay(model, module_taps: dict, replay: dict) -> list:
         hook = forced_pool_hook(*masks) if kind == "pool" else forced_relu_hook(*masks)
         handles.append(modules[tap].register_forward_hook(hook))
     return handles
+
+
+def replayed_decisions(model, taps: dict, replay: dict) -> tuple:
+    """The forward decisions the reference's backward used, from its trace (tap -> array) and the replay it ran
+    with: -> ({pool tap: (B,C,OH,OW) window argmax}, {replayed ReLU tap: (B,C,H,W) bool, where the gradient passed}).
+    Elsewhere a ReLU passes the gradient where its output is positive, as torch's does."""
+    modules = {name: module for module, name in module_taps(model).items()}
+    pool_argmax = {}
+    for tap, input_tap in POOL_INPUTS.items():
+        with torch.no_grad():
+            own = window_argmax(modules[tap], torch.from_numpy(taps[input_tap]))
+        entry = replay.get(tap)
+        pool_argmax[tap] = torch.where(entry[2], entry[1], own) if entry else own
+    relu_pass = {tap: ((torch.from_numpy(taps[tap]) > 0) | force_pass) & ~force_block
+                 for tap, (kind, force_pass, force_block) in replay.items() if kind == "relu"}
+    return pool_argmax, relu_pass

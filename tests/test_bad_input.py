@@ -2,8 +2,12 @@
 
 import numpy as np
 import pytest
+import torch
 
 import ssd_native
+from parity.sides import reference_model
+from reference.routing import POOL_INPUTS, window_argmax
+from reference.taps import module_taps
 
 
 @pytest.mark.parametrize(
@@ -158,3 +162,69 @@ def test_training_step_accepts_an_image_without_boxes(narrow_native, image):
     trace = narrow_native.forward_backward(image, [np.zeros((0, 4), np.float32)], [np.zeros(0, np.int64)])
     assert trace["loss.total"] == 0.0 and not trace["mining.negatives"].any()
     assert (trace["match.matched_idx"] == -1).all()
+
+
+@pytest.fixture(scope="module")
+def narrow_step(narrow_native):
+    """A native step's own trace, split into what isolated replay takes: forward state, output gradients and the
+    pool windows' decisions (torch's first-maximum rule, which the native pool follows)."""
+    image = np.random.default_rng(0).standard_normal((1, 3, 300, 300)).astype(np.float32)
+    boxes, labels = [np.array([[40.0, 50.0, 200.0, 220.0]], np.float32)], [np.array([3])]
+    trace = narrow_native.forward_backward(image, boxes, labels)
+    state = {k: (v.astype(np.int64) if v.dtype == np.bool_ else v) for k, v in trace.items() if "grad/" not in k}
+    state["input"] = image
+    grads = {k.removeprefix("grad/"): v for k, v in trace.items() if k.startswith("grad/")}
+    pools = {m: tap for m, tap in module_taps(reference_model("narrow", 0, "float32")).items() if tap in POOL_INPUTS}
+    argmax = {tap: window_argmax(m, torch.from_numpy(trace[POOL_INPUTS[tap]])).numpy() for m, tap in pools.items()}
+    return trace, state, grads, argmax
+
+
+def test_isolated_backward_of_the_own_trace_reproduces_it(narrow_native, narrow_step):
+    """Every backward stage fed its own output gradient computes exactly what the whole backward did."""
+    trace, state, grads, argmax = narrow_step
+    out = narrow_native.isolated_backward(state, grads, argmax, {})
+    gradients = [k for k in trace if "grad/" in k]
+    assert sorted(out) == sorted(gradients)
+    assert all(np.array_equal(out[k], trace[k]) for k in gradients), [k for k in gradients if not np.array_equal(out[k], trace[k])]
+
+
+@pytest.mark.parametrize(
+    "change,message",
+    [
+        (lambda s, g, a: a.__setitem__("backbone.pool2", a["backbone.pool2"] + 10**6), r"pool_argmax\['backbone.pool2'\] holds 10\d+, outside the 150x150 plane"),
+        (lambda s, g, a: a.__setitem__("backbone.pool5", a["backbone.pool5"] - 10**6), r"pool_argmax\['backbone.pool5'\] holds -\d+, outside the 19x19 plane"),
+        (lambda s, g, a: a.pop("backbone.pool1"), r"needs pool_argmax\['backbone.pool1'\]"),
+        (lambda s, g, a: g.pop("extras.conv9_2"), r"needs grads\['extras.conv9_2'\]"),
+        (lambda s, g, a: g.__setitem__("conf_head", g["conf_head"][:, :5]), r"grads\['conf_head'\] has shape \(1, 5, .*expected"),
+        (lambda s, g, a: s.pop("backbone.conv4_3"), r"isolated stage 'backward' needs input 'backbone.conv4_3'"),
+        (lambda s, g, a: s.__setitem__("match.labels", s["match.labels"] + 100), r"'match.labels' holds label 10\d, expected"),
+        (lambda s, g, a: s.__setitem__("mining.negatives", s["mining.negatives"].astype(bool)), r"taps\['mining.negatives'\]' has dtype bool, expected int64"),
+    ],
+    ids=["argmax-past-plane", "argmax-negative", "argmax-missing", "grad-missing", "grad-misshaped", "tap-missing", "label-range", "index-dtype"],
+)
+def test_isolated_backward_rejects_bad_input(narrow_native, narrow_step, change, message):
+    state, grads, argmax = (dict(d) for d in narrow_step[1:])
+    change(state, grads, argmax)
+    with pytest.raises((ValueError, TypeError), match=message):
+        narrow_native.isolated_backward(state, grads, argmax, {})
+
+
+def test_isolated_relu_mask_must_name_a_relu_with_its_shape(narrow_native, narrow_step):
+    _, state, grads, argmax = narrow_step
+    with pytest.raises(ValueError, match=r"relu_pass names 'backbone.pool1', which is not a ReLU's output"):
+        narrow_native.isolated_backward(state, grads, argmax, {"backbone.pool1": np.ones((1,), np.uint8)})
+    with pytest.raises(ValueError, match=r"relu_pass\['backbone.conv1_1'\] has shape \(1,\), expected"):
+        narrow_native.isolated_backward(state, grads, argmax, {"backbone.conv1_1": np.ones((1,), np.uint8)})
+
+
+def test_isolated_loss_stages_name_missing_and_misshaped_inputs(narrow_native):
+    with pytest.raises(ValueError, match=r"isolated stage 'mining.negatives' needs input 'match.labels'"):
+        narrow_native.isolated("mining.negatives", {"loss.cls_per_prior": np.zeros((1, 8732), np.float32)})
+    with pytest.raises(ValueError, match=r"input 'loss.cls_per_prior' has shape \(1, 7\), expected \(1, 8732\)"):
+        narrow_native.isolated("mining.negatives", {"loss.cls_per_prior": np.zeros((1, 7), np.float32),
+                                                    "match.labels": np.zeros((1, 8732), np.int64)})
+    with pytest.raises(ValueError, match=r"isolated matching got ground truth for 0 images, expected 2"):
+        narrow_native.isolated("match.labels", {"priors": np.zeros((8732, 4), np.float32),
+                                                "loc_head": np.zeros((2, 8732, 4), np.float32)})
+    with pytest.raises(ValueError, match=r"no isolated stage produces 'loss.nothing'"):
+        narrow_native.isolated("loss.nothing", {})

@@ -179,3 +179,13 @@ def test_report_names_first_divergence_in_execution_order():
     report = build_report(_compare(native))
     assert report["passed"] is False
     assert report["runs"][0]["first_divergence"]["name"] == "backbone.conv3_1"
+
+
+def test_wrong_weight_in_one_layer_is_localized_forward_and_backward(narrow_weights):
+    """A conv's weight enters its forward and the gradient it sends upstream, not its own parameter gradients:
+    isolated replay names exactly those two stages."""
+    weights = {k: v.copy() for k, v in narrow_weights.items()}
+    key = "backbone.extra.1.0.weight"  # conv8_1, reading conv7
+    weights[key][[0, 1]] = weights[key][[1, 0]]  # two output channels swapped
+    isolated = isolated_results(traces_for("narrow", 2), ssd_native.ModelFloat32(weights))
+    assert [r.name for r in isolated if not r.passed] == ["extras.conv8_1", "grad/backbone.conv7"]
