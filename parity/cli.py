@@ -32,6 +32,17 @@ def _report(results: list, path: Path, console) -> int:
     return 0 if report["passed"] else 1
 
 
+def _picture_first_divergence(traces, results: list, directory: Path) -> None:
+    """Error pictures of the first failing tensor of a case, where the HTML report links them."""
+    from .diff_plots import error_array, save_pictures
+
+    first = next((r for r in results if not r.passed and r.name in traces.native and r.name in traces.oracle), None)
+    if first is not None and traces.native[first.name].shape == traces.oracle[first.name].shape:
+        yardstick = traces.reference if first.kind in ("index", "priors") else traces.oracle
+        save_pictures(first.name, first.case, error_array(traces.native[first.name], yardstick[first.name]),
+                      first.bound.get("value"), directory)
+
+
 def cmd_run(args) -> int:
     from .compare import compare_sides
     from .isolated import isolated_results
@@ -39,10 +50,15 @@ def cmd_run(args) -> int:
 
     console = wide_console()
     results = []
-    for scenario in load_scenarios(args.scenario, args.batch_sizes):
-        with console.status(f"running {scenario.id} on every side"):
+    scenarios = load_scenarios(args.scenario, args.batch_sizes)
+    for number, scenario in enumerate(scenarios, 1):
+        with console.status(f"[{number}/{len(scenarios)}] running {scenario.id} on every side"):
             traces = run_sides(scenario)
-            results += compare_sides(traces) + isolated_results(traces, native_model_for(scenario))
+            propagated = compare_sides(traces)
+            _picture_first_divergence(traces, propagated, Path(args.report).parent / "diff")
+            results += propagated + isolated_results(traces, native_model_for(scenario))
+        console.print(f"[{number}/{len(scenarios)}] {scenario.id}: {sum(not r.passed for r in propagated)} of "
+                      f"{len(propagated)} tensors failed")
     return _report(results, Path(args.report), console)
 
 

@@ -71,6 +71,11 @@ def text_histogram(error: np.ndarray, bound: float | None, width: int = 40) -> s
     return "\n".join(lines)
 
 
+def picture_stem(name: str, case: str) -> str:
+    """File name prefix of one tensor's pictures; the HTML report links pictures found under it."""
+    return f"{name.replace('/', '_')}-{case}"
+
+
 def save_pictures(name: str, case: str, error: np.ndarray, bound: float | None, directory: Path) -> list:
     """-> paths of the PNGs written: an error heatmap (when the tensor has a spatial meaning) and a histogram."""
     import matplotlib
@@ -79,7 +84,7 @@ def save_pictures(name: str, case: str, error: np.ndarray, bound: float | None, 
     import matplotlib.pyplot as plt
 
     directory.mkdir(parents=True, exist_ok=True)
-    stem = f"{name.replace('/', '_')}-{case}"
+    stem = picture_stem(name, case)
     written = []
     panels = heatmap_panels(name, error)
     if panels:

@@ -1,8 +1,14 @@
-"""The HTML view of a JSON report: first divergence on top, one row per tensor, coloured by verdict."""
+"""The HTML view of a JSON report: first divergence on top, one row per tensor, coloured by verdict, the
+propagated and the isolated run of each case in separate tables, error pictures linked (and the first
+divergence's shown) where `make diff` or `python -m parity run` wrote them under diff/ beside the report."""
 
 import html
 import json
 from pathlib import Path
+
+from .diff_plots import picture_stem
+
+PICTURE_DIR = "diff"
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }
@@ -14,8 +20,23 @@ tr.pass td.verdict { background: #d6f5d6; } tr.fail td.verdict { background: #f8
 tr.fail { background: #fff3f3; }
 .banner { padding: 0.6em 1em; border-radius: 4px; margin-bottom: 1em; }
 .banner.pass { background: #d6f5d6; } .banner.fail { background: #f8c9c9; }
+.sentinel { color: #a00; }
 code { font-size: 0.95em; }
+img.first { max-width: 900px; border: 1px solid #ccc; margin: 0.5em 0; }
 """
+
+
+def _pictures(name: str, case: str, base: Path | None) -> list:
+    """(label, relative path) of the pictures that exist for one tensor."""
+    if base is None:
+        return []
+    stem = picture_stem(name, case)
+    found = []
+    for label in ("heatmap", "histogram"):
+        relative = f"{PICTURE_DIR}/{stem}-{label}.png"
+        if (base / relative).exists():
+            found.append((label, relative))
+    return found
 
 
 def _fmt(value) -> str:
@@ -45,13 +66,14 @@ def _run_table(report: dict) -> str:
             "<th>isolated: failed, first</th></tr>" + "".join(rows) + "</table>")
 
 
-def _tensor_row(t: dict) -> str:
+def _tensor_row(t: dict, base: Path | None) -> str:
     worst = t["worst"][0] if t["worst"] else None
     where = " ".join(f"{k}={v}" for k, v in worst["meaning"].items()) if worst else ""
     ratio = t["oracle"].get("ratio") if t["oracle"] else None
     reasons = "<br>".join(html.escape(r) for r in t["reasons"])
+    links = " ".join(f"<a href='{html.escape(path)}'>{label}</a>" for label, path in _pictures(t["name"], t["case"], base))
     cells = [
-        f"<code>{html.escape(t['name'])}</code>" + (" (isolated)" if t.get("mode") == "isolated" else ""),
+        f"<code>{html.escape(t['name'])}</code>" + (f"<br>{links}" if links else ""),
         t["kind"], _fmt(tuple(t["shape"])),
         _fmt(t["metrics"].get("max_abs")), _fmt(t["metrics"].get("max_rel")), _fmt(t["metrics"].get("nmse")),
         _fmt(t["oracle"].get("native_error") if t["oracle"] else None), _fmt(ratio),
@@ -66,29 +88,59 @@ HEADER = ("<tr><th>tensor</th><th>kind</th><th>shape</th><th>max abs</th><th>max
           "<th>worst element</th><th>verdict</th><th>why</th></tr>")
 
 
-def render(report: dict) -> str:
+def _sentinel(run: dict) -> str:
+    lines = []
+    for side, phases in run.get("nonfinite", {}).items():
+        for phase, hit in phases.items():
+            if hit:
+                other = "finite" if hit["other_side_finite"] else "also non-finite"
+                lines.append(f"<p class='sentinel'>{side} {phase}: first non-finite at <code>{html.escape(hit['name'])}"
+                             f"</code> {html.escape(str(hit['counts']))} (other side {other})</p>")
+    return "".join(lines)
+
+
+def _case_section(report: dict, run: dict, base: Path | None) -> str:
+    case = run["case"]
+    parts = [f"<h2 id='{html.escape(case)}'>{html.escape(case)}</h2>", _sentinel(run)]
+    first = run["first_divergence"]
+    if first:
+        parts.append(f"<p>First divergence: <code>{html.escape(first['name'])}</code></p>")
+        parts += [f"<img class='first' src='{html.escape(path)}' alt='{label} of {html.escape(first['name'])}'>"
+                  for label, path in _pictures(first["name"], case, base)]
+    for mode, title in (("propagated", "propagated: the native run on its own inputs"),
+                        ("isolated", "isolated: each stage fed the reference's inputs")):
+        rows = [t for t in report["tensors"] if t["case"] == case and t.get("mode", "propagated") == mode]
+        if not rows:
+            continue
+        rows.sort(key=lambda t: t["verdict"] == "pass")  # failures first, each group in execution order
+        failed = sum(t["verdict"] != "pass" for t in rows)
+        parts.append(f"<h3>{title} ({failed} of {len(rows)} failed)</h3>")
+        parts.append("<table>" + HEADER + "".join(_tensor_row(t, base) for t in rows) + "</table>")
+    return "".join(parts)
+
+
+def render(report: dict, base: Path | None = None) -> str:
+    """base: the report's directory, where pictures are looked up (None: no pictures)."""
     verdict = "pass" if report["passed"] else "fail"
-    total = sum(r["compared"] for r in report["runs"])
-    failed = sum(r["failed"] for r in report["runs"])
+    runs = report["runs"]
+    total, failed = sum(r["compared"] for r in runs), sum(r["failed"] for r in runs)
+    isolated = sum(r.get("isolated", {}).get("compared", 0) for r in runs)
+    isolated_failed = sum(r.get("isolated", {}).get("failed", 0) for r in runs)
     parts = [
         f"<!doctype html><html><head><meta charset='utf-8'><title>ssd-parity report</title><style>{STYLE}</style>"
         "</head><body><h1>ssd-parity: native vs reference</h1>",
-        f"<div class='banner {verdict}'>{verdict.upper()}: {total} tensors compared, {failed} failed "
-        f"(report created {html.escape(report['created'])})</div>",
+        f"<div class='banner {verdict}'>{verdict.upper()}: {total} tensors compared, {failed} failed; {isolated} "
+        f"stages compared in isolation, {isolated_failed} failed (report created {html.escape(report['created'])})</div>",
         _run_table(report),
     ]
-    for run in report["runs"]:
-        rows = [t for t in report["tensors"] if t["case"] == run["case"]]
-        rows.sort(key=lambda t: t["verdict"] == "pass")  # failures first, each group in execution order
-        parts.append(f"<h2 id='{html.escape(run['case'])}'>{html.escape(run['case'])}</h2>")
-        parts.append("<table>" + HEADER + "".join(_tensor_row(t) for t in rows) + "</table>")
+    parts += [_case_section(report, run, base) for run in runs]
     parts.append("</body></html>")
     return "\n".join(parts)
 
 
 def write_html(report: dict, path: Path) -> Path:
     path = Path(path)
-    path.write_text(render(report))
+    path.write_text(render(report, path.parent))
     return path
 
 
