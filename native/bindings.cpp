@@ -4,6 +4,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "array_checks.h"
@@ -189,6 +190,20 @@ py::array_t<T> conv2d(const py::handle& inp_obj, const py::handle& weight_obj, c
   return array_from_tensor(out);
 }
 
+void set_faults(const std::vector<std::string>& names) {
+  uint32_t mask = 0;
+  for (const auto& name : names) {
+    const auto* found = std::find(kFaultNames.begin(), kFaultNames.end(), name);
+    if (found == kFaultNames.end()) {
+      std::string known;
+      for (const char* n : kFaultNames) known += std::string(known.empty() ? "" : ", ") + n;
+      throw std::invalid_argument("unknown fault '" + name + "'; known faults: " + known);
+    }
+    mask |= 1u << (found - kFaultNames.begin());
+  }
+  g_active_faults.store(mask);
+}
+
 template <typename T>
 void bind_model(py::module_& m, const char* name) {
   py::class_<Model<T>>(m, name)
@@ -221,6 +236,16 @@ PYBIND11_MODULE(ssd_native, m) {
     omp_set_num_threads(n);
   }, py::arg("n"), "Threads of the native kernels (OpenMP); results do not depend on it.");
   m.def("get_num_threads", [] { return omp_get_max_threads(); });
+  m.def("fault_names", [] { return std::vector<std::string>(kFaultNames.begin(), kFaultNames.end()); },
+        "Every fault switch (a known porting bug the native model can reproduce), in catalogue order.");
+  m.def("set_faults", &set_faults, py::arg("names"),
+        "Switch on exactly the named faults (an empty list switches all off); process-wide.");
+  m.def("active_faults", [] {
+    std::vector<std::string> names;
+    for (int i = 0; i < int(Fault::Count); ++i)
+      if (fault_on(Fault(i))) names.push_back(kFaultNames[i]);
+    return names;
+  });
   m.def("conv2d_float32", &conv2d<float>, py::arg("inp"), py::arg("weight"), py::arg("bias"), py::arg("stride") = 1,
         py::arg("pad") = 0, py::arg("dilation") = 1, py::arg("reference") = false);
   m.def("conv2d_float64", &conv2d<double>, py::arg("inp"), py::arg("weight"), py::arg("bias"), py::arg("stride") = 1,

@@ -3,6 +3,8 @@
 #pragma once
 #include <cmath>
 
+#include "faults.h"
+
 namespace ssd {
 
 constexpr double kBoxWeights[4] = {10.0, 10.0, 5.0, 5.0};
@@ -14,10 +16,11 @@ void encode_box(T* target, const T* gt, const T* anchor) {
   const T acx = anchor[0] + T(0.5) * aw, acy = anchor[1] + T(0.5) * ah;
   const T gw = gt[2] - gt[0], gh = gt[3] - gt[1];
   const T gcx = gt[0] + T(0.5) * gw, gcy = gt[1] + T(0.5) * gh;
-  target[0] = T(kBoxWeights[0]) * (gcx - acx) / aw;
-  target[1] = T(kBoxWeights[1]) * (gcy - acy) / ah;
-  target[2] = T(kBoxWeights[2]) * std::log(gw / aw);
-  target[3] = T(kBoxWeights[3]) * std::log(gh / ah);
+  const int swap = fault_on(Fault::SwappedVariances) ? 2 : 0;  // the bug: centre and size weights exchanged
+  target[0] = T(kBoxWeights[(0 + swap) % 4]) * (gcx - acx) / aw;
+  target[1] = T(kBoxWeights[(1 + swap) % 4]) * (gcy - acy) / ah;
+  target[2] = T(kBoxWeights[(2 + swap) % 4]) * std::log(gw / aw);
+  target[3] = T(kBoxWeights[(3 + swap) % 4]) * std::log(gh / ah);
 }
 
 }  // namespace ssd

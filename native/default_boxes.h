@@ -7,6 +7,8 @@
 #include <cmath>
 #include <vector>
 
+#include "faults.h"
+
 namespace ssd {
 
 struct PriorConfig {
@@ -35,7 +37,10 @@ inline std::vector<float> prior_wh_pairs(const PriorConfig& cfg, int k) {
   std::vector<double> wh = {s, s, s_prime, s_prime};
   for (int ar : cfg.aspect_ratios[k]) {
     const double sq = std::sqrt(double(ar));
-    wh.insert(wh.end(), {s * sq, s / sq, s / sq, s * sq});
+    if (fault_on(Fault::AspectRatioOrder))
+      wh.insert(wh.end(), {s / sq, s * sq, s * sq, s / sq});
+    else
+      wh.insert(wh.end(), {s * sq, s / sq, s / sq, s * sq});
   }
   std::vector<float> out(wh.size());
   for (size_t i = 0; i < wh.size(); ++i) out[i] = std::clamp(float(wh[i]), 0.0f, 1.0f);

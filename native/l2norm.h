@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "faults.h"
+
 namespace ssd {
 
 constexpr double kL2NormEps = 1e-12;
@@ -21,9 +23,10 @@ void l2norm_forward(T* out, T* norm, const T* inp, const T* scale, int C, int HW
   for (int c = 0; c < C; ++c)
     for (int p = 0; p < HW; ++p) norm[p] += inp[int64_t(c) * HW + p] * inp[int64_t(c) * HW + p];
   for (int p = 0; p < HW; ++p) norm[p] = std::sqrt(norm[p]);
+  const T eps = fault_on(Fault::L2NormWithoutEps) ? T(0) : T(kL2NormEps);
   for (int c = 0; c < C; ++c)
     for (int p = 0; p < HW; ++p) {
-      const T denom = std::max(norm[p], T(kL2NormEps));
+      const T denom = std::max(norm[p], eps);
       out[int64_t(c) * HW + p] = scale[c] * (inp[int64_t(c) * HW + p] / denom);
     }
 }
@@ -44,9 +47,10 @@ void l2norm_backward(T* dinp, T* dscale, const T* dout, const T* inp, const T* s
     }
     dscale[c] += dscale_c;
   }
+  const bool guarded = !fault_on(Fault::SqrtBackwardWithoutEps);
   for (int p = 0; p < HW; ++p) {
     const bool clamped = norm[p] < T(kL2NormEps);  // clamp_min passes gradient only where norm >= eps
-    if (clamped || norm[p] == T(0)) continue;
+    if (guarded && (clamped || norm[p] == T(0))) continue;
     const T dnorm_over_norm = ddenom[p] / norm[p];
     for (int c = 0; c < C; ++c) dinp[int64_t(c) * HW + p] += inp[int64_t(c) * HW + p] * dnorm_over_norm;
   }

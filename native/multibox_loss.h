@@ -8,6 +8,8 @@
 #include <numeric>
 #include <vector>
 
+#include "faults.h"
+
 namespace ssd {
 
 constexpr double kNegativesPerPositive = 3.0;
@@ -26,8 +28,14 @@ T smooth_l1_grad(T d) {
 
 // logits (K), target -> -log_softmax(logits)[target], the maximum subtracted before exp so no logit overflows
 template <typename T>
+T softmax_shift(const T* logits, int K) {
+  if (fault_on(Fault::SoftmaxWithoutMax)) return T(0);  // the bug: exp(logit) overflows for logits above ~88
+  return *std::max_element(logits, logits + K);
+}
+
+template <typename T>
 T cross_entropy(const T* logits, int K, int64_t target) {
-  const T top = *std::max_element(logits, logits + K);
+  const T top = softmax_shift(logits, K);
   T sum = 0;
   for (int k = 0; k < K; ++k) sum += std::exp(logits[k] - top);
   return -((logits[target] - top) - std::log(sum));  // torch's log_softmax order, negated
@@ -36,7 +44,7 @@ T cross_entropy(const T* logits, int K, int64_t target) {
 // logits (K), target, scale -> dlogits (K) += scale * (softmax(logits) - onehot(target))
 template <typename T>
 void cross_entropy_backward(T* dlogits, const T* logits, int K, int64_t target, T scale) {
-  const T top = *std::max_element(logits, logits + K);
+  const T top = softmax_shift(logits, K);
   T sum = 0;
   for (int k = 0; k < K; ++k) sum += std::exp(logits[k] - top);
   for (int k = 0; k < K; ++k) dlogits[k] += scale * (std::exp(logits[k] - top) / sum - (k == target ? T(1) : T(0)));
@@ -59,7 +67,7 @@ void mine_hard_negatives(uint8_t* negatives, const T* cls_loss, const uint8_t* f
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(),
                    [&](int64_t a, int64_t b) { return ranked_loss[a] > ranked_loss[b]; });
-  const double num_negative = kNegativesPerPositive * double(num_fg);
+  const double num_negative = kNegativesPerPositive * double(num_fg) + (fault_on(Fault::NegativesOffByOne) ? 1 : 0);
   for (int64_t rank = 0; rank < P; ++rank) negatives[order[rank]] = double(rank) < num_negative ? 1 : 0;
 }
 

@@ -7,6 +7,8 @@
 #pragma once
 #include <cstdint>
 
+#include "faults.h"
+
 namespace ssd {
 
 constexpr double kMatchThreshold = 0.5;
@@ -20,7 +22,9 @@ void ssd_match(int64_t* matched, const T* iou, int M, int64_t P) {
       if (iou[m * P + p] > iou[best * P + p]) best = m;
     matched[p] = iou[best * P + p] >= T(kMatchThreshold) ? best : -1;
   }
-  for (int m = 0; m < M; ++m) {
+  const bool reversed = fault_on(Fault::SharedPriorWrongOrder);
+  for (int i = 0; i < M; ++i) {
+    const int m = reversed ? M - 1 - i : i;
     const T* row = iou + m * P;
     int64_t best = 0;
     for (int64_t p = 1; p < P; ++p)

@@ -36,7 +36,7 @@ class Model {
   // images (B,3,S,S) -> every forward tap, kept in the model; names in execution order from tap_order()
   void forward(const Tensor<T>& images);
 
-  // Only the stage that produces tap `name` (a backbone op, a head conv, a head join, or a loss stage: matching,
+  // Only the stage that produces tap `name` (a backbone op, a head conv, a head join, the priors, or a loss stage: matching,
   // class loss, mining, loss sums), fed `inputs` (tap name -> value, e.g. the reference's) instead of this model's
   // own upstream: the stage's own error, not the inherited one. The stage's outputs are recorded as taps
   // (tap_order()). Matching also needs the ground truth (boxes, labels); other stages ignore it.
@@ -86,6 +86,7 @@ class Model {
   void run_op(const Op& op);
   void run_head_conv(bool loc, int k);
   void join_head(bool loc);
+  void make_priors();
   void record_index(const std::string& name, Tensor<int64_t> value);
   void l2norm_stage(const Op& op, Tensor<T>& y);
   std::vector<int64_t> expected_shape(const std::string& tap, int64_t batch) const;

@@ -44,8 +44,12 @@ void Model<T>::conv_backward(const std::string& out, const std::string& in, cons
       relu_backward_routed(dpre.data(), dpre.data(), routed->second.ptr(), y.numel());
   }
   T* dinp = in == "input" ? nullptr : grad(in).ptr();
-  Tensor<T>& dw = param_grads_.at(prefix + ".weight");
-  Tensor<T>& db = param_grads_.at(prefix + ".bias");
+  // The frozen-layer fault: the layer's gradients go to a scratch buffer that nobody reads.
+  Tensor<T> unused_w, unused_b;
+  const bool frozen = fault_on(Fault::FrozenLayer) && prefix == kFrozenLayer;
+  if (frozen) unused_w = Tensor<T>(weight(prefix + ".weight").shape), unused_b = Tensor<T>(weight(prefix + ".bias").shape);
+  Tensor<T>& dw = frozen ? unused_w : param_grads_.at(prefix + ".weight");
+  Tensor<T>& db = frozen ? unused_b : param_grads_.at(prefix + ".bias");
   std::vector<T> scratch_grad;
   for (int n = 0; n < B; ++n)
     conv2d_backward(dinp ? dinp + n * in_size : nullptr, dw.ptr(), db.ptr(), dpre.data() + n * out_size,
@@ -65,7 +69,11 @@ void Model<T>::head_backward() {
   const int64_t rows = loc.dim(0) * loc.dim(1);
   const T normalizer = loss_normalizer();
   Tensor<T>& dloc = grad("loc_head");
-  Tensor<T>& dconf = grad("conf_head");
+  // The output-buffer fault writes the class-loss gradient into a copy of the head output: the gradient buffer
+  // stays zero while the outputs (already recorded) look right.
+  Tensor<T> output_buffer;
+  if (fault_on(Fault::GradIntoOutputBuffer)) output_buffer = conf;
+  Tensor<T>& dconf = fault_on(Fault::GradIntoOutputBuffer) ? output_buffer : grad("conf_head");
   for (int64_t i = 0; i < rows; ++i) {
     if (matched.ptr()[i] >= 0)
       for (int j = 0; j < 4; ++j)
@@ -89,9 +97,11 @@ void Model<T>::head_backward() {
       const int A = heads_.anchors[k];
       const int64_t conv_size = int64_t(A) * D * src.H * src.W;
       Tensor<T>& dconv = grad(name);
+      const int64_t count = int64_t(src.H) * src.W * A;
       for (int n = 0; n < B; ++n)
-        head_scatter_backward(dconv.ptr() + n * conv_size, djoined.ptr() + n * P * D, A, D, src.H, src.W, offset);
-      offset += int64_t(src.H) * src.W * A;
+        head_scatter_backward(dconv.ptr() + n * conv_size, djoined.ptr(), A, D, src.H, src.W,
+                              head_first_row(n, B, P, offset, count));
+      offset += count;
       conv_backward(name, heads_.sources[k], head_param(is_loc, int(k)), 1, 1, 1, /*relu=*/false);
     }
   }
@@ -128,8 +138,11 @@ void Model<T>::backbone_backward() {
 template <typename T>
 void Model<T>::backward() {
   grads_.clear();
-  param_grads_.clear();
-  for (const auto& [key, w] : weights_) param_grads_[key] = Tensor<T>(w.shape);
+  // Zeroed once per step; the not-zeroed fault keeps the previous step's sums (from the second step on).
+  if (!fault_on(Fault::GradsNotZeroed) || param_grads_.size() != weights_.size()) {
+    param_grads_.clear();
+    for (const auto& [key, w] : weights_) param_grads_[key] = Tensor<T>(w.shape);
+  }
   head_backward();
   backbone_backward();
 }

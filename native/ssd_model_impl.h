@@ -175,9 +175,11 @@ void Model<T>::join_head(bool loc) {
     const int A = heads_.anchors[k];
     const int64_t conv_size = int64_t(A) * D * src.H * src.W;
     const Tensor<T>& conv = taps_.at("head." + family + "." + std::to_string(k));
+    const int64_t count = int64_t(src.H) * src.W * A;
     for (int n = 0; n < B; ++n)
-      head_scatter_forward(joined.ptr() + n * P * D, conv.ptr() + n * conv_size, A, D, src.H, src.W, offset);
-    offset += int64_t(src.H) * src.W * A;
+      head_scatter_forward(joined.ptr(), conv.ptr() + n * conv_size, A, D, src.H, src.W,
+                           head_first_row(n, B, P, offset, count));
+    offset += count;
   }
   record(family + "_head", std::move(joined));
 }
@@ -205,6 +207,11 @@ void Model<T>::forward(const Tensor<T>& images) {
     for (size_t k = 0; k < heads_.sources.size(); ++k) run_head_conv(loc, int(k));
     join_head(loc);
   }
+  make_priors();
+}
+
+template <typename T>
+void Model<T>::make_priors() {
   Tensor<T> boxes({priors_.count(), 4});
   default_boxes(boxes.ptr(), priors_);
   record("priors", std::move(boxes));

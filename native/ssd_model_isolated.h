@@ -77,7 +77,9 @@ void Model<T>::isolated(const std::string& name, std::map<std::string, Tensor<T>
       return;
     }
   }
-  if (name == "match.matched_idx" || name == "match.labels" || name == "targets.loc") {
+  if (name == "priors") {
+    make_priors();  // a stage without inputs: isolated and propagated are the same computation
+  } else if (name == "match.matched_idx" || name == "match.labels" || name == "targets.loc") {
     need({"priors"});
     if (int64_t(boxes.size()) != batch)
       throw std::invalid_argument("isolated matching got ground truth for " + std::to_string(boxes.size()) +

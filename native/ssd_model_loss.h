@@ -51,6 +51,14 @@ void Model<T>::mining_stage() {
   const int64_t B = cls_loss.dim(0), P = cls_loss.dim(1);
   Tensor<int64_t> negatives({B, P});
   std::vector<uint8_t> foreground(P), mined(P);
+  if (fault_on(Fault::BatchWideMining)) {  // the bug: one ranking over all B*P priors, 3 x the batch's positives
+    std::vector<uint8_t> all_foreground(B * P), all_mined(B * P);
+    for (int64_t i = 0; i < B * P; ++i) all_foreground[i] = cls_target.ptr()[i] > 0;
+    mine_hard_negatives(all_mined.data(), cls_loss.ptr(), all_foreground.data(), B * P);
+    for (int64_t i = 0; i < B * P; ++i) negatives.ptr()[i] = all_mined[i];
+    record_index("mining.negatives", std::move(negatives));
+    return;
+  }
   for (int64_t b = 0; b < B; ++b) {
     // Mining and the classification sum use label > 0, not matched >= 0 (a GT labelled 0 is background here).
     for (int64_t p = 0; p < P; ++p) foreground[p] = cls_target.ptr()[b * P + p] > 0;

@@ -1,4 +1,4 @@
-"""The sweep `pytest parity/` runs: every scenario fixture on the narrow config at batch 1, 2 and 4, and the full
+"""The sweep `pytest parity/` runs: every scenario fixture on the narrow config at batch 1, 2 and 4 (two_steps at 2), and the full
 SSD300 at batch 1 and 4. Each case runs the whole training step once per process on all four sides; tests read
 its per-tensor results."""
 
@@ -17,7 +17,8 @@ from .scenario import load_scenarios
 from .sides import native_model_for, reference_model, run_sides
 
 NARROW_SCENARIOS = ["narrow", "empty_image", "many_boxes", "border_tiny_shared", "large_logits", "zero_image"]
-CASES = [("default", 1), ("default", 4)] + [(name, b) for name in NARROW_SCENARIOS for b in (1, 2, 4)]
+CASES = ([("default", 1), ("default", 4)] + [(name, b) for name in NARROW_SCENARIOS for b in (1, 2, 4)]
+         + [("two_steps", 2)])
 
 
 @lru_cache(maxsize=None)

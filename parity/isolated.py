@@ -2,7 +2,7 @@
 told apart from the error it inherited. A bug in one stage fails there and only there; the stages after it, fed
 correct inputs, pass.
 
-Stages, in execution order: every forward op (conv, pool, L2Norm, head conv, head join); the loss in four stages
+Stages, in execution order: every forward op (conv, pool, L2Norm, head conv, head join) and the priors; the loss in four stages
 (matching, per-prior class loss, hard negative mining, loss sums); and every backward stage, each started from
 the reference's gradient of its output, with the reference's forward state (activations and the max-pool and
 ReLU decisions its backward used)."""
@@ -16,7 +16,6 @@ from reference.taps import FORWARD_TAPS, stage_inputs
 from .compare import compare_tensor, tensor_kind
 from .sides import reference_model_for
 
-ISOLATED_TAPS = [t for t in FORWARD_TAPS if t != "priors"]
 
 # Loss stage (named by its first output) -> the reference taps it reads; matching also reads the ground truth.
 LOSS_STAGES = {
@@ -44,7 +43,7 @@ def _isolated(name, traces, native, reference, context=None):
 def forward_stage_results(traces, native_model) -> list:
     images = traces.scenario.images()
     results = []
-    for tap in ISOLATED_TAPS:
+    for tap in FORWARD_TAPS:
         inputs = {name: images if name == "input" else np.ascontiguousarray(traces.reference[name])
                   for name in stage_inputs(tap)}
         results.append(_isolated(tap, traces, native_model.isolated(tap, inputs)[tap], traces.reference))

@@ -27,11 +27,17 @@ class Scenario:
     image_specs: tuple = ()  # one spec per image, cycled (parity/scenes.py DEFAULT_SPEC); () = all default
     conf_head_scale: float = 1.0  # the classification head's weights and bias scaled by this (large logits)
     zero_biases: bool = False  # every bias 0 (torchvision's init), so an all-zero image stays exactly 0
+    # Training steps run back to back on the same batch, without an update; the last one is compared. Every step
+    # is then the same computation, so a side that carries state into the next step (gradients never zeroed)
+    # differs from the second step on.
+    steps: int = 1
 
     def __post_init__(self):
         get_config(self.config)
         if not isinstance(self.batch_size, int) or self.batch_size < 1:
             raise ValueError(f"scenario {self.name!r}: batch_size must be an int >= 1, got {self.batch_size!r}")
+        if not isinstance(self.steps, int) or self.steps < 1:
+            raise ValueError(f"scenario {self.name!r}: steps must be an int >= 1, got {self.steps!r}")
 
     @property
     def id(self) -> str:

@@ -73,16 +73,21 @@ def _torch_targets(targets: list, dtype: np.dtype) -> tuple:
 
 
 def reference_step(scenario: Scenario, images: np.ndarray, targets: list, routing: dict | None = None) -> dict:
+    """The scenario's training step(s) on the reference; the last step's trace."""
     model, _ = _models(scenario, images.dtype)
     boxes, labels = _torch_targets(targets, images.dtype)
-    taps = run_step(model, torch.from_numpy(images), boxes, labels, routing)
+    for _ in range(scenario.steps):
+        taps = run_step(model, torch.from_numpy(images), boxes, labels, routing)
     return {name: t.numpy().copy() for name, t in taps.items()}
 
 
 def native_step(scenario: Scenario, images: np.ndarray, targets: list) -> dict:
+    """The scenario's training step(s) on the native model; the last step's trace."""
     _, model = _models(scenario, images.dtype)
     boxes = [np.ascontiguousarray(b, dtype=images.dtype) for b, _ in targets]
-    return model.forward_backward(images, boxes, [l for _, l in targets])
+    for _ in range(scenario.steps):
+        trace = model.forward_backward(images, boxes, [l for _, l in targets])
+    return trace
 
 
 @dataclass

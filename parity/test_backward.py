@@ -63,3 +63,9 @@ def test_scenarios_provoke_what_they_claim(batch_size):
     assert zero["zero_norm_pixels"] >= 38 * 38 // 2, "L2Norm must see all-zero vectors"
     for name in NARROW_SCENARIOS:
         assert facts_for(name, batch_size)["nonfinite_native"] == 0, f"{name}: the native step produced NaN/Inf"
+
+
+def test_two_steps_reach_every_head_layer():
+    """The second-step scenario must give every parameter a gradient, so state carried between steps shows."""
+    coverage = parameter_coverage("two_steps", 2)
+    assert all(c["reference_nonzero"] for c in coverage.values())

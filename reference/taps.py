@@ -114,4 +114,6 @@ def stage_inputs(tap: str) -> list:
     if tap in ("loc_head", "conf_head"):
         family = tap.split("_")[0]
         return [f"head.{family}.{k}" for k in range(NUM_SOURCES)]
+    if tap == "priors":
+        return []
     raise ValueError(f"no isolated stage for {tap!r}")

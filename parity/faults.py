@@ -1,0 +1,104 @@
+"""The fault catalogue: each known porting bug (the project's bug list) as a native fault switch, the scenario that
+provokes it, the tensor where it starts, and what a person sees in the report. `check_fault` runs the parity
+sweep with one fault on and says whether the harness detected it and localized it to that tensor."""
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import ssd_native
+
+from .compare import compare_sides
+from .isolated import isolated_results
+from .report import build_report
+from .scenario import load_scenarios
+from .sides import native_model_for, run_sides
+
+
+@dataclass(frozen=True)
+class Fault:
+    name: str  # the native switch (ssd_native.fault_names())
+    does: str  # what the bug does
+    scenario: str  # the fixture that provokes it
+    batch_size: int
+    starts_at: str  # the tensor where it starts: the first divergence, propagated and isolated
+    sees: str  # what a person sees in the report
+    nonfinite: str | None = None  # "forward" / "backward": the native side turns non-finite first at starts_at
+
+
+CATALOGUE = [
+    Fault("softmax_without_max", "cross-entropy sums exp(logit) without subtracting the row maximum",
+          "large_logits", 2, "loss.cls_per_prior",
+          "loss.cls_per_prior is +inf where a logit exceeds ~88; the sentinel names it (reference finite)", "forward"),
+    Fault("grad_into_output_buffer", "the class-loss gradient is written into (a copy of) the output buffer",
+          "narrow", 2, "grad/conf_head", "every forward and loss tensor passes; grad/conf_head is all zeros"),
+    Fault("layer_major_concat", "head outputs joined per source map as (batch x boxes) blocks, not per image",
+          "narrow", 2, "loc_head", "loc_head and conf_head rows belong to other images/priors; passes at batch 1"),
+    Fault("batch_wide_mining", "hard negatives ranked over the whole batch instead of per image",
+          "narrow", 2, "mining.negatives", "mining.negatives differs away from the selection boundary; batch 1 passes"),
+    Fault("l2norm_without_eps", "L2Norm divides by ||x|| without the eps clamp",
+          "zero_image", 2, "backbone.conv4_3_l2norm", "NaN at the all-zero pixels of conv4_3_l2norm, named by the sentinel",
+          "forward"),
+    Fault("sqrt_backward_without_eps", "L2Norm backward divides by ||x|| without autograd's zero-norm guards",
+          "zero_image", 2, "grad/backbone.conv4_3", "forward passes; grad/backbone.conv4_3 is NaN at all-zero pixels",
+          "backward"),
+    Fault("frozen_layer", "conv8_2's parameter gradients are never accumulated (a layer that never learns)",
+          "narrow", 2, "param_grad/backbone.extra.1.2.weight",
+          "every activation gradient passes; conv8_2's weight and bias gradients are zero"),
+    Fault("grads_not_zeroed", "parameter gradients are not zeroed between steps",
+          "two_steps", 2, "param_grad/head.classification_head.module_list.5.weight",
+          "the second step's parameter gradients are twice the reference's, from the first in backward order"),
+    Fault("aspect_ratio_order", "the two boxes of each aspect ratio are emitted in the wrong order at every location",
+          "narrow", 2, "priors", "priors differ (they must be bit-identical), then matching and targets"),
+    Fault("shared_prior_wrong_order", "forced best-prior matches applied in reverse: the earlier of two GTs wins",
+          "border_tiny_shared", 2, "match.matched_idx", "match.matched_idx differs at the shared best prior"),
+    Fault("negatives_off_by_one", "one hard negative too many per image",
+          "narrow", 2, "mining.negatives", "mining.negatives has one extra index per image"),
+    Fault("swapped_variances", "box encoding with 0.2 for centres and 0.1 for sizes (weights 5, 5, 10, 10)",
+          "narrow", 2, "targets.loc", "targets.loc differs at every matched prior; matching passes"),
+]
+
+
+@contextmanager
+def injected(*names: str):
+    """The named native faults switched on for the block, and all of them off afterwards."""
+    ssd_native.set_faults(list(names))
+    try:
+        yield
+    finally:
+        ssd_native.set_faults([])
+
+
+@dataclass
+class FaultOutcome:
+    fault: Fault
+    detected: bool  # the run failed
+    first_divergence: str | None  # propagated mode
+    first_isolated: str | None  # isolated mode
+    first_nonfinite: str | None  # the sentinel: native side, the fault's phase
+    reference_finite_there: bool
+
+    @property
+    def localized(self) -> bool:
+        expected = self.fault.starts_at
+        ok = self.first_divergence == expected and self.first_isolated == expected
+        if self.fault.nonfinite:
+            ok = ok and self.first_nonfinite == expected and self.reference_finite_there
+        return ok
+
+
+def check_fault(fault: Fault, batch_size: int | None = None) -> FaultOutcome:
+    """One fault on, its scenario run on every side, propagated and isolated; the report's verdicts."""
+    scenario = load_scenarios(fault.scenario, [batch_size or fault.batch_size])[0]
+    with injected(fault.name):
+        traces = run_sides(scenario)
+        results = compare_sides(traces) + isolated_results(traces, native_model_for(scenario))
+    run = build_report(results)["runs"][0]
+    hit = run["nonfinite"]["native"][fault.nonfinite] if fault.nonfinite else None
+    return FaultOutcome(
+        fault=fault,
+        detected=run["failed"] > 0 or run["isolated"]["failed"] > 0,
+        first_divergence=(run["first_divergence"] or {}).get("name"),
+        first_isolated=(run["isolated"]["first_divergence"] or {}).get("name"),
+        first_nonfinite=hit["name"] if hit else None,
+        reference_finite_there=bool(hit and hit["other_side_finite"]),
+    )

@@ -1,0 +1,39 @@
+"""The fault catalogue: with each known porting bug switched on in the native model, the parity run fails and
+its report names the tensor where the bug starts, in propagated and in isolated mode; where the bug makes values
+non-finite, the NaN/Inf sentinel names that tensor with the reference finite there."""
+
+import pytest
+
+import ssd_native
+from parity.faults import CATALOGUE, check_fault, injected
+
+
+def test_catalogue_covers_every_native_fault_switch():
+    assert [f.name for f in CATALOGUE] == ssd_native.fault_names()
+
+
+@pytest.mark.parametrize("fault", CATALOGUE, ids=[f.name for f in CATALOGUE])
+def test_fault_is_detected_and_localized(fault):
+    outcome = check_fault(fault)
+    assert outcome.detected, f"{fault.name}: the parity run passed with the fault on"
+    assert outcome.first_divergence == fault.starts_at, "propagated mode names another tensor first"
+    assert outcome.first_isolated == fault.starts_at, "isolated mode names another stage first"
+    if fault.nonfinite:
+        assert outcome.first_nonfinite == fault.starts_at and outcome.reference_finite_there
+    assert outcome.localized
+    assert ssd_native.active_faults() == []
+
+
+@pytest.mark.parametrize("name", ["layer_major_concat", "batch_wide_mining"])
+def test_batch_faults_hide_at_batch_one(name):
+    """Why the sweep runs batch sizes above one: these bugs leave a batch of one untouched."""
+    fault = next(f for f in CATALOGUE if f.name == name)
+    assert not check_fault(fault, batch_size=1).detected
+
+
+def test_faults_are_switched_by_name_and_rejected_when_unknown():
+    with injected("frozen_layer", "swapped_variances"):
+        assert ssd_native.active_faults() == ["frozen_layer", "swapped_variances"]
+    assert ssd_native.active_faults() == []
+    with pytest.raises(ValueError, match=r"unknown fault 'softmax'; known faults: softmax_without_max, "):
+        ssd_native.set_faults(["softmax"])
