@@ -15,7 +15,7 @@ SCENARIO ?= default
 LAYER ?= conf_head
 PYTEST_ARGS ?=
 
-.PHONY: install test parity diff clean
+.PHONY: install test parity diff faults sweep clean
 
 install: $(NATIVE_STAMP)
 
@@ -39,6 +39,13 @@ parity: install
 
 diff: install
 	$(PY) -m parity diff $(LAYER) --scenario $(SCENARIO)
+
+faults: install
+	$(PY) -m parity faults
+
+# The clean sweep over generated scenarios (about 20 minutes on 2 cores); its report is reports/generated.json.
+sweep: install
+	PARITY_GENERATED_EXAMPLES=60 $(PY) -m pytest parity/test_generated.py --parity-report reports/generated.json $(PYTEST_ARGS)
 
 clean:
 	rm -rf build reports $(NATIVE_STAMP)

@@ -1,5 +1,6 @@
 """Command line: `python -m parity run` (one scenario, every tensor), `diff LAYER` (one tensor explained),
-`compare --native-dump DIR` (a port's dump against the reference) and `dump` (this project's module as a dump)."""
+`compare --native-dump DIR` (a port's dump against the reference), `dump` (this project's module as a dump) and
+`faults` (the fault catalogue, each bug switched on: detected and localized?)."""
 
 import argparse
 import sys
@@ -91,6 +92,35 @@ def cmd_dump(args) -> int:
     return 0
 
 
+def cmd_faults(args) -> int:
+    """Every catalogued fault switched on in turn: detected? localized to the tensor where it starts?"""
+    from rich.table import Table
+
+    from .faults import CATALOGUE, check_fault
+
+    console = wide_console()
+    chosen = [f for f in CATALOGUE if not args.only or f.name in args.only]
+    unknown = set(args.only or ()) - {f.name for f in CATALOGUE}
+    if unknown:
+        raise ValueError(f"unknown fault(s) {sorted(unknown)}; known: {', '.join(f.name for f in CATALOGUE)}")
+    table = Table(title="fault catalogue: each bug on, the parity run's verdict", title_justify="left")
+    for column in ("fault", "what it does", "scenario", "starts at", "detected", "first divergence (propagated / "
+                   "isolated)", "sentinel", "localized"):
+        table.add_column(column)
+    all_localized = True
+    for number, fault in enumerate(chosen, 1):
+        with console.status(f"[{number}/{len(chosen)}] {fault.name} on {fault.scenario}-B{fault.batch_size}"):
+            outcome = check_fault(fault)
+        all_localized &= outcome.detected and outcome.localized
+        sentinel = f"{fault.nonfinite}: {outcome.first_nonfinite}" if fault.nonfinite else "-"
+        table.add_row(fault.name, fault.does, f"{fault.scenario} B{fault.batch_size}", fault.starts_at,
+                      "[green]yes[/green]" if outcome.detected else "[red]no[/red]",
+                      f"{outcome.first_divergence} / {outcome.first_isolated}", sentinel,
+                      "[green]yes[/green]" if outcome.localized else "[red]no[/red]")
+    console.print(table)
+    return 0 if all_localized else 1
+
+
 def cmd_diff(args) -> int:
     from .diff import diff_layer
 
@@ -115,9 +145,12 @@ def main(argv=None) -> int:
     dump.add_argument("--scenario", default=DEFAULT_SCENARIO)
     dump.add_argument("--batch-size", type=int, default=1)
     dump.add_argument("--out", required=True)
+    faults = sub.add_parser("faults", help="switch on each catalogued porting bug; detected and localized?")
+    faults.add_argument("only", nargs="*", help="fault names (default: all)")
     args = parser.parse_args(argv)
     try:
-        return {"run": cmd_run, "diff": cmd_diff, "compare": cmd_compare, "dump": cmd_dump}[args.command](args)
+        commands = {"run": cmd_run, "diff": cmd_diff, "compare": cmd_compare, "dump": cmd_dump, "faults": cmd_faults}
+        return commands[args.command](args)
     except ValueError as error:
         wide_console(stderr=True).print(f"[red]error:[/red] {error}")
         return 2
