@@ -204,6 +204,70 @@ void set_faults(const std::vector<std::string>& names) {
   g_active_faults.store(mask);
 }
 
+// -> {"loss.loc", "loss.conf", "loss.total"} of the model's last loss, as Python floats
+template <typename T>
+py::dict losses(const Model<T>& model) {
+  py::dict out;
+  for (const char* name : {"loss.loc", "loss.conf", "loss.total"}) out[name] = double(model.tap(name).data.at(0));
+  return out;
+}
+
+// One training step: forward, loss, backward, SGD update; -> the losses taken before the update
+template <typename T>
+py::dict train_step(Model<T>& model, const py::handle& images_obj, const py::handle& boxes_obj,
+                    const py::handle& labels_obj, const SgdConfig& config) {
+  Tensor<T> images = tensor_from_array<T>(images_obj, "images");
+  check_images(images, model.image_size());
+  std::vector<Tensor<T>> boxes;
+  std::vector<std::vector<int64_t>> labels;
+  targets_from_lists(boxes, labels, boxes_obj, labels_obj, images.dim(0), model.num_classes());
+  check_sgd_config(config);
+  {
+    py::gil_scoped_release release;
+    model.forward(images);
+    model.loss(boxes, labels);
+    model.backward();
+    model.sgd_step(config);
+  }
+  return losses(model);
+}
+
+// Forward and loss only (no gradient): -> the losses
+template <typename T>
+py::dict evaluate(Model<T>& model, const py::handle& images_obj, const py::handle& boxes_obj,
+                  const py::handle& labels_obj) {
+  Tensor<T> images = tensor_from_array<T>(images_obj, "images");
+  check_images(images, model.image_size());
+  std::vector<Tensor<T>> boxes;
+  std::vector<std::vector<int64_t>> labels;
+  targets_from_lists(boxes, labels, boxes_obj, labels_obj, images.dim(0), model.num_classes());
+  {
+    py::gil_scoped_release release;
+    model.forward(images);
+    model.loss(boxes, labels);
+  }
+  return losses(model);
+}
+
+template <typename T>
+py::dict state_dict(const Model<T>& model) {
+  py::dict out;
+  for (const auto& key : model.weight_names()) out[py::str(key)] = array_from_tensor(model.weight_value(key));
+  return out;
+}
+
+template <typename T>
+py::dict momentum_buffers(const Model<T>& model) {
+  py::dict out;
+  for (const auto& key : model.weight_names())
+    if (model.has_momentum(key)) out[py::str(key)] = array_from_tensor(model.momentum_buffer(key));
+  return out;
+}
+
+SgdConfig sgd_config(double lr, double momentum, double dampening, double weight_decay, bool nesterov) {
+  return SgdConfig{lr, momentum, dampening, weight_decay, nesterov};
+}
+
 template <typename T>
 void bind_model(py::module_& m, const char* name) {
   py::class_<Model<T>>(m, name)
@@ -218,6 +282,25 @@ void bind_model(py::module_& m, const char* name) {
       .def("isolated_backward", &isolated_backward<T>, py::arg("taps"), py::arg("grads"), py::arg("pool_argmax"),
            py::arg("relu_pass"),
            "Every backward stage fed the given forward state and the given gradient of its output.")
+      .def("train_step",
+           [](Model<T>& m, const py::handle& images, const py::handle& boxes, const py::handle& labels, double lr,
+              double momentum, double dampening, double weight_decay, bool nesterov) {
+             return train_step(m, images, boxes, labels, sgd_config(lr, momentum, dampening, weight_decay, nesterov));
+           },
+           py::arg("images"), py::arg("boxes"), py::arg("labels"), py::arg("lr"), py::arg("momentum") = 0.0,
+           py::arg("dampening") = 0.0, py::arg("weight_decay") = 0.0, py::arg("nesterov") = false,
+           "Forward, loss, backward and torch.optim.SGD's update; -> the losses taken before the update.")
+      .def("sgd_step",
+           [](Model<T>& m, double lr, double momentum, double dampening, double weight_decay, bool nesterov) {
+             py::gil_scoped_release release;
+             m.sgd_step(sgd_config(lr, momentum, dampening, weight_decay, nesterov));
+           },
+           py::arg("lr"), py::arg("momentum") = 0.0, py::arg("dampening") = 0.0, py::arg("weight_decay") = 0.0,
+           py::arg("nesterov") = false, "torch.optim.SGD's update from the last step's parameter gradients.")
+      .def("evaluate", &evaluate<T>, py::arg("images"), py::arg("boxes"), py::arg("labels"),
+           "Forward and loss without gradient; -> the losses.")
+      .def("state_dict", &state_dict<T>, "The current weights, by state_dict key.")
+      .def("momentum_buffers", &momentum_buffers<T>, "SGD's momentum buffers, by state_dict key (empty before a step).")
       .def_property_readonly("num_classes", &Model<T>::num_classes)
       .def_property_readonly("num_priors", &Model<T>::num_priors)
       .def_property_readonly("weight_names", &Model<T>::weight_names);

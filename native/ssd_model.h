@@ -14,6 +14,7 @@
 #include "maxpool.h"
 #include "multibox_loss.h"
 #include "relu.h"
+#include "sgd.h"
 #include "ssd_graph.h"
 #include "ssd_matcher.h"
 #include "tensor.h"
@@ -62,6 +63,13 @@ class Model {
   // After loss: d loss.total / d every tap ("grad/<tap>") and every parameter ("param_grad/<key>"), recorded.
   // Parameter gradients are zeroed here, once per step.
   void backward();
+
+  // After backward: every weight updated from its parameter gradient as torch.optim.SGD does (momentum buffers
+  // kept here, created on the first step).
+  void sgd_step(const SgdConfig& config);
+  const Tensor<T>& weight_value(const std::string& key) const { return weights_.at(key); }
+  bool has_momentum(const std::string& key) const { return momentum_.count(key) > 0; }
+  const Tensor<T>& momentum_buffer(const std::string& key) const { return momentum_.at(key); }
 
   const std::vector<std::string>& tap_order() const { return tap_order_; }
   const Tensor<T>& tap(const std::string& name) const { return taps_.at(name); }
@@ -117,6 +125,7 @@ class Model {
   std::map<std::string, Tensor<int64_t>> index_taps_;        // match.*, mining.* (0/1)
   std::map<std::string, Tensor<T>> grads_;                   // d loss / d tap, by tap name
   std::map<std::string, Tensor<T>> param_grads_;             // d loss / d weight, by state_dict key
+  std::map<std::string, Tensor<T>> momentum_;                // SGD momentum buffers, by state_dict key
   // Isolated backward only: the reference's output gradients, the ReLU decisions to replay, and the results.
   const std::map<std::string, Tensor<T>>* replay_grads_ = nullptr;
   std::map<std::string, Tensor<uint8_t>> relu_pass_;
@@ -132,3 +141,4 @@ class Model {
 #include "ssd_model_loss.h"
 #include "ssd_model_backward.h"
 #include "ssd_model_isolated.h"
+#include "ssd_model_train.h"
