@@ -12,10 +12,11 @@ NATIVE_SOURCES := $(wildcard native/*.h native/*.cpp) native/CMakeLists.txt pypr
 BUILD_DEPS := "scikit-build-core>=0.10" "pybind11>=2.12" "scipy-openblas32>=0.3.28" cmake ninja
 
 SCENARIO ?= default
+STEPS ?= 16
 LAYER ?= conf_head
 PYTEST_ARGS ?=
 
-.PHONY: install test parity diff faults sweep clean
+.PHONY: install test parity diff faults sweep train-parity clean
 
 install: $(NATIVE_STAMP)
 
@@ -39,6 +40,10 @@ parity: install
 
 diff: install
 	$(PY) -m parity diff $(LAYER) --scenario $(SCENARIO)
+
+# Training-trajectory parity on the narrow config (16 steps: about 4 minutes on 2 cores).
+train-parity: install
+	$(PY) -m parity train --steps $(STEPS)
 
 faults: install
 	$(PY) -m parity faults

@@ -121,6 +121,28 @@ def cmd_faults(args) -> int:
     return 0 if all_localized else 1
 
 
+def cmd_train(args) -> int:
+    """Training-trajectory parity: both sides train from the same weights on the same batches; compared per step."""
+    from .train import TrainSettings, run_trajectory
+    from .train_report import build_train_report, print_train_summary, write_train_report
+
+    console = wide_console()
+    settings = TrainSettings(config=args.config, steps=args.steps, batch_size=args.batch_size, lr=args.lr,
+                             train_size=args.train_size, val_size=args.val_size)
+
+    def progress(record):
+        failed = sum(not r.passed for r in record.results)
+        console.print(f"step {record.step}/{settings.steps}: loss before update native "
+                      f"{record.train_loss['native']:.6g}, reference {record.train_loss['reference']:.6g}; "
+                      f"{failed} of {len(record.results)} failed")
+
+    data = build_train_report(run_trajectory(settings, progress))
+    path = write_train_report(data, Path(args.report))
+    print_train_summary(data, console)
+    console.print(f"report: {path}; pictures: {', '.join(data['pictures'])}")
+    return 0 if data["passed"] else 1
+
+
 def cmd_diff(args) -> int:
     from .diff import diff_layer
 
@@ -145,11 +167,20 @@ def main(argv=None) -> int:
     dump.add_argument("--scenario", default=DEFAULT_SCENARIO)
     dump.add_argument("--batch-size", type=int, default=1)
     dump.add_argument("--out", required=True)
+    train = sub.add_parser("train", help="training-trajectory parity: train both sides, compare every step")
+    train.add_argument("--config", default="narrow")
+    train.add_argument("--steps", type=int, default=16)
+    train.add_argument("--batch-size", type=int, default=2)
+    train.add_argument("--train-size", type=int, default=16)
+    train.add_argument("--val-size", type=int, default=4)
+    train.add_argument("--lr", type=float, default=1e-4)
+    train.add_argument("--report", default="reports/train-parity.json")
     faults = sub.add_parser("faults", help="switch on each catalogued porting bug; detected and localized?")
     faults.add_argument("only", nargs="*", help="fault names (default: all)")
     args = parser.parse_args(argv)
     try:
-        commands = {"run": cmd_run, "diff": cmd_diff, "compare": cmd_compare, "dump": cmd_dump, "faults": cmd_faults}
+        commands = {"run": cmd_run, "diff": cmd_diff, "compare": cmd_compare, "dump": cmd_dump, "faults": cmd_faults,
+                    "train": cmd_train}
         return commands[args.command](args)
     except ValueError as error:
         wide_console(stderr=True).print(f"[red]error:[/red] {error}")

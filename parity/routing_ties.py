@@ -1,6 +1,7 @@
 """Near-ties in the decisions rounding can flip (reference/routing.py): max-pool windows where the native side
 took another element, ReLUs where it let through (or blocked) an input the reference blocked (or let through),
-and hard negatives picked among equal losses at the selection boundary.
+and hard negatives picked among equal losses at the selection boundary; in a training trajectory also the float64
+oracle's own near-tied decisions, matching included (every_run).
 
 A pool window counts as a tie only when the two candidates' float64 oracle values are within the forward bound
 of the pool's input tap; a ReLU only when the value on the passing side is within the bound of its tap (the
@@ -16,10 +17,10 @@ from .index_compare import negative_ties
 from .tolerance import oracle_bound
 
 
-def _pool_ties(pool, input_tap, native, reference, oracle, replayed):
+def _pool_ties(pool, input_tap, native, reference, oracle, replayed, decisions):
     with torch.no_grad():
         native_choice = window_argmax(pool, torch.from_numpy(native[input_tap]).double())
-        reference_choice = window_argmax(pool, torch.from_numpy(reference[input_tap]).double())
+        reference_choice = window_argmax(pool, torch.from_numpy(decisions[input_tap]).double())
         if replayed is not None:  # the reference already took the native choice there
             reference_choice = torch.where(replayed[2], replayed[1], reference_choice)
         differ = native_choice != reference_choice
@@ -32,45 +33,63 @@ def _pool_ties(pool, input_tap, native, reference, oracle, replayed):
     return ("pool", native_choice, ties) if ties.any() else None
 
 
-def _relu_ties(tap, native, reference, oracle, replayed):
+def _relu_ties(tap, native, reference, oracle, replayed, decisions):
     native_on = torch.from_numpy(native[tap] > 0)
-    reference_on = torch.from_numpy(reference[tap] > 0)
+    reference_on = torch.from_numpy(decisions[tap] > 0)
     if replayed is not None:  # a replayed ReLU passes (or blocks) there whatever its output's sign
         reference_on = (reference_on | replayed[1]) & ~replayed[2]
     if torch.equal(native_on, reference_on):
         return None
     bound = oracle_bound(reference[tap], oracle[tap]).value
-    passing_value = torch.from_numpy(native[tap]).double().maximum(torch.from_numpy(reference[tap]).double())
+    passing_value = torch.from_numpy(native[tap]).double().maximum(torch.from_numpy(decisions[tap]).double())
     near_zero = passing_value <= bound
     force_pass = native_on & ~reference_on & near_zero
     force_block = ~native_on & reference_on & near_zero
     return ("relu", force_pass, force_block) if (force_pass | force_block).any() else None
 
 
-def _mining_ties(native, reference, oracle):
+def _mining_ties(native, reference, oracle, decisions):
     name = "mining.negatives"
-    if name not in native or name not in reference:
+    if name not in native or name not in decisions:
         return None
     tolerance = oracle_bound(reference["loss.cls_per_prior"], oracle["loss.cls_per_prior"]).value
-    ties = negative_ties(native[name], reference[name], reference["loss.cls_per_prior"], reference["match.labels"],
+    ties = negative_ties(native[name], decisions[name], decisions["loss.cls_per_prior"], decisions["match.labels"],
                          tolerance)
     return ("mining", torch.from_numpy(native[name]), torch.from_numpy(ties)) if ties.any() else None
 
 
-def find_routing_ties(model, native: dict, reference: dict, oracle: dict, replayed: dict | None = None) -> dict:
+def _matching_ties(native, reference, decisions):
+    """A float64 run fed the same boxes and priors can match a prior differently only by rounding (an IoU at the
+    0.5 threshold, or two equal IoUs): it takes the native match there, but only where the float32 reference
+    agrees with the native side (a native/reference difference is never replayed)."""
+    name = "match.matched_idx"
+    if decisions is reference or name not in decisions or name not in native:
+        return None
+    mask = (decisions[name] != native[name]) & (reference[name] == native[name])
+    return ("match", torch.from_numpy(native[name]), torch.from_numpy(mask)) if mask.any() else None
+
+
+def find_routing_ties(model, native: dict, reference: dict, oracle: dict, replayed: dict | None = None,
+                      decisions: dict | None = None) -> dict:
     """-> {tap: replay entry} for every pool, ReLU or mining decision with at least one near-tie decided
     differently; hard negatives count as tied when their loss is within the loss bound of the boundary.
-    replayed: the routing the reference already ran with (its decisions there are the native ones)."""
+    replayed: the routing the reference already ran with (its decisions there are the native ones);
+    decisions: the run whose decisions are held to the native ones (default: the reference; the oracle for a
+    training trajectory). "Near" is always measured by the reference's float32 error against the oracle."""
     replayed = replayed or {}
+    decisions = reference if decisions is None else decisions
     found = {}
-    mining = _mining_ties(native, reference, oracle)
+    mining = _mining_ties(native, reference, oracle, decisions)
     if mining is not None:
         found["mining.negatives"] = mining
+    matching = _matching_ties(native, reference, decisions)
+    if matching is not None:
+        found["match.matched_idx"] = matching
     for module, tap in module_taps(model).items():
         if tap in POOL_INPUTS:
-            entry = _pool_ties(module, POOL_INPUTS[tap], native, reference, oracle, replayed.get(tap))
+            entry = _pool_ties(module, POOL_INPUTS[tap], native, reference, oracle, replayed.get(tap), decisions)
         elif isinstance(module, torch.nn.ReLU):
-            entry = _relu_ties(tap, native, reference, oracle, replayed.get(tap))
+            entry = _relu_ties(tap, native, reference, oracle, replayed.get(tap), decisions)
         else:
             entry = None
         if entry is not None:
@@ -84,7 +103,7 @@ def merge_routing(old: dict, new: dict) -> dict:
     for tap, (kind, first, second) in new.items():
         if tap not in old:
             merged[tap] = (kind, first, second)
-        elif kind in ("pool", "mining"):
+        elif kind in ("pool", "mining", "match"):
             merged[tap] = (kind, first, old[tap][2] | second)
         else:
             merged[tap] = (kind, old[tap][1] | first, old[tap][2] | second)
@@ -94,21 +113,25 @@ def merge_routing(old: dict, new: dict) -> dict:
 def tie_counts(routing: dict) -> dict:
     counts = {}
     for tap, (kind, first, second) in routing.items():
-        counts[tap] = int(second.sum()) if kind in ("pool", "mining") else int((first | second).sum())
+        counts[tap] = int(second.sum()) if kind in ("pool", "mining", "match") else int((first | second).sum())
     return counts
 
 
 MAX_REPLAYS = 4
 
 
-def reconcile(model, native: dict, runs: tuple, replay) -> tuple:
+def reconcile(model, native: dict, runs: tuple, replay, every_run: bool = False) -> tuple:
     """runs: the reference traces to reconcile, the last being the float64 yardstick (reference32 and oracle, or
     the oracle alone); replay(routing) reruns them with that routing. A replay moves values downstream by rounding,
     which can expose further near-ties, so it repeats until none is left (at most MAX_REPLAYS times).
+    every_run: hold every run's near-tied decisions to the native ones, not only the first run's (a training
+    trajectory, where an oracle that decided a tie its own way would drift off and loosen every later bound).
     -> (routing, reconciled runs)."""
     routing = {}
     for _ in range(MAX_REPLAYS):
-        found = find_routing_ties(model, native, runs[0], runs[-1], routing)
+        found = {}
+        for run in runs if every_run else runs[:1]:
+            found = merge_routing(found, find_routing_ties(model, native, runs[0], runs[-1], routing, decisions=run))
         if not found:
             break
         routing = merge_routing(routing, found)

@@ -45,13 +45,17 @@ def match_priors(model: SSD, boxes: torch.Tensor, priors: torch.Tensor) -> torch
 
 
 def run_loss(model: SSD, loc_head: torch.Tensor, conf_head: torch.Tensor, priors: torch.Tensor, boxes: list,
-             labels: list, forced_negatives: tuple | None = None) -> "OrderedDict[str, torch.Tensor]":
+             labels: list, forced_negatives: tuple | None = None, forced_matches: tuple | None = None
+             ) -> "OrderedDict[str, torch.Tensor]":
     """Head outputs [B,P,4], [B,P,K], priors [P,4] and per-image targets -> LOSS_TAPS, in order.
 
     forced_negatives: optional (negatives [B,P] bool, mask [B,P] bool) replaying another side's pick among tied
-    losses (reference/routing.py)."""
+    losses (reference/routing.py); forced_matches: optional (matched [B,P] int64, mask [B,P] bool), the same for
+    priors whose match a higher-precision run decided otherwise at the IoU threshold or between equal IoUs."""
     check_targets(boxes, labels, loc_head.shape[0])
     matched = [match_priors(model, b, priors) for b in boxes]
+    if forced_matches is not None:
+        matched = [torch.where(mask, forced, own) for own, forced, mask in zip(matched, *forced_matches)]
 
     num_foreground = 0
     bbox_loss, cls_targets, regression_targets = [], [], []

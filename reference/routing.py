@@ -57,11 +57,12 @@ def forced_relu_hook(force_pass: torch.Tensor, force_block: torch.Tensor):
 
 def install_replay(model, module_taps: dict, replay: dict) -> list:
     """replay: {tap: ("pool", forced, mask) | ("relu", force_pass, force_block)} -> hook handles to remove.
-    ("mining", negatives, mask) entries are applied by the loss (reference/loss.py), not here."""
+    ("mining", negatives, mask) and ("match", matched, mask) entries are applied by the loss (reference/loss.py),
+    not here."""
     modules = {name: module for module, name in module_taps.items()}
     handles = []
     for tap, (kind, *masks) in replay.items():
-        if kind == "mining":
+        if kind in ("mining", "match"):
             continue
         hook = forced_pool_hook(*masks) if kind == "pool" else forced_relu_hook(*masks)
         handles.append(modules[tap].register_forward_hook(hook))

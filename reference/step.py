@@ -59,8 +59,9 @@ def run_step(model: SSD, images: torch.Tensor, boxes: list, labels: list, routin
         if tensor.requires_grad:
             tensor.retain_grad()
     mining = (routing or {}).get("mining.negatives")
+    matching = (routing or {}).get("match.matched_idx")
     losses = run_loss(model, taps["loc_head"], taps["conf_head"], taps["priors"], boxes, labels,
-                      mining[1:] if mining else None)
+                      mining[1:] if mining else None, matching[1:] if matching else None)
     losses["loss.total"].backward()
 
     trace = OrderedDict((name, t.detach()) for name, t in taps.items())

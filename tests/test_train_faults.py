@@ -1,0 +1,28 @@
+"""The trajectory comparison is itself tested: bugs that only show across steps are caught at the step where they
+start, and named."""
+
+from parity.faults import injected
+from parity.train import TrainSettings, run_trajectory
+from parity.train_report import build_train_report
+
+SHORT = TrainSettings(steps=3, train_size=4, val_size=2)
+
+
+def _first_divergence(fault: str) -> dict:
+    with injected(fault):
+        return build_train_report(run_trajectory(SHORT), require_learning=False)["first_divergence"]
+
+
+def test_clean_short_trajectory_passes():
+    data = build_train_report(run_trajectory(SHORT))
+    assert data["passed"] and data["learning"]["learns"], data["learning"]
+
+
+def test_gradients_not_zeroed_fail_at_step_two():
+    first = _first_divergence("grads_not_zeroed")
+    assert first["step"] == 2 and first["name"].startswith("momentum/"), first
+
+
+def test_a_layer_that_never_learns_is_named_at_step_one():
+    first = _first_divergence("frozen_layer")
+    assert (first["step"], first["name"]) == (1, "momentum/backbone.extra.1.2.weight"), first
