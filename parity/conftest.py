@@ -15,10 +15,20 @@ def pytest_addoption(parser):
     parser.addoption("--parity-report", default=str(DEFAULT_REPORT), help="where to write the JSON parity report")
 
 
+class _Recorder:
+    """Collects the TensorResults a test judged (a short repr: tools that print a test's arguments print this)."""
+
+    def __call__(self, result) -> None:
+        _collected.append(result)
+
+    def __repr__(self) -> str:
+        return f"record(<{len(_collected)} results so far>)"
+
+
 @pytest.fixture
 def record():
     """Tests hand each TensorResult they judged to this fixture, so the report holds exactly what was asserted."""
-    return _collected.append
+    return _Recorder()
 
 
 def pytest_sessionfinish(session, exitstatus):

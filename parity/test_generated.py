@@ -6,7 +6,7 @@ run, so a failure reproduces; PARITY_GENERATED_SEED picks another set."""
 
 import os
 
-from hypothesis import HealthCheck, given, seed, settings, strategies as st
+from hypothesis import HealthCheck, Phase, given, seed, settings, strategies as st
 
 from .compare import compare_sides
 from .explain import explain
@@ -30,7 +30,8 @@ def generated_scenarios(draw) -> Scenario:
 
 
 @seed(SEED)
-@settings(max_examples=EXAMPLES, deadline=None, database=None,
+# No shrinking: each example is a whole parity run (seconds to a minute), and the failing one is printed as drawn.
+@settings(max_examples=EXAMPLES, deadline=None, database=None, phases=[Phase.explicit, Phase.generate],
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(scenario=generated_scenarios())
 def test_generated_scenario_passes_everywhere(scenario, record):
