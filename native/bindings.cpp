@@ -50,20 +50,33 @@ void put_tap(py::dict& trace, const Model<T>& model, const std::string& name) {
   trace[py::str(name)] = name.rfind("mining.", 0) == 0 ? values.attr("astype")("bool") : py::object(values);
 }
 
+// A training batch from Python: images (B,3,S,S) and per-image boxes and labels, validated.
+template <typename T>
+struct Batch {
+  Tensor<T> images;
+  std::vector<Tensor<T>> boxes;
+  std::vector<std::vector<int64_t>> labels;
+};
+
+template <typename T>
+Batch<T> batch_from_python(const Model<T>& model, const py::handle& images_obj, const py::handle& boxes_obj,
+                           const py::handle& labels_obj) {
+  Batch<T> batch{tensor_from_array<T>(images_obj, "images"), {}, {}};
+  check_images(batch.images, model.image_size());
+  targets_from_lists(batch.boxes, batch.labels, boxes_obj, labels_obj, batch.images.dim(0), model.num_classes());
+  return batch;
+}
+
 // -> {tap: array} for the whole training step: forward taps, loss taps, then "grad/<tap>" in reverse execution
 // order and "param_grad/<key>" in state_dict order
 template <typename T>
 py::dict forward_backward(Model<T>& model, const py::handle& images_obj, const py::handle& boxes_obj,
                           const py::handle& labels_obj) {
-  Tensor<T> images = tensor_from_array<T>(images_obj, "images");
-  check_images(images, model.image_size());
-  std::vector<Tensor<T>> boxes;
-  std::vector<std::vector<int64_t>> labels;
-  targets_from_lists(boxes, labels, boxes_obj, labels_obj, images.dim(0), model.num_classes());
+  const Batch<T> batch = batch_from_python(model, images_obj, boxes_obj, labels_obj);
   {
     py::gil_scoped_release release;
-    model.forward(images);
-    model.loss(boxes, labels);
+    model.forward(batch.images);
+    model.loss(batch.boxes, batch.labels);
     model.backward();
   }
   py::dict trace;
@@ -216,16 +229,12 @@ py::dict losses(const Model<T>& model) {
 template <typename T>
 py::dict train_step(Model<T>& model, const py::handle& images_obj, const py::handle& boxes_obj,
                     const py::handle& labels_obj, const SgdConfig& config) {
-  Tensor<T> images = tensor_from_array<T>(images_obj, "images");
-  check_images(images, model.image_size());
-  std::vector<Tensor<T>> boxes;
-  std::vector<std::vector<int64_t>> labels;
-  targets_from_lists(boxes, labels, boxes_obj, labels_obj, images.dim(0), model.num_classes());
+  const Batch<T> batch = batch_from_python(model, images_obj, boxes_obj, labels_obj);
   check_sgd_config(config);
   {
     py::gil_scoped_release release;
-    model.forward(images);
-    model.loss(boxes, labels);
+    model.forward(batch.images);
+    model.loss(batch.boxes, batch.labels);
     model.backward();
     model.sgd_step(config);
   }
@@ -236,15 +245,11 @@ py::dict train_step(Model<T>& model, const py::handle& images_obj, const py::han
 template <typename T>
 py::dict evaluate(Model<T>& model, const py::handle& images_obj, const py::handle& boxes_obj,
                   const py::handle& labels_obj) {
-  Tensor<T> images = tensor_from_array<T>(images_obj, "images");
-  check_images(images, model.image_size());
-  std::vector<Tensor<T>> boxes;
-  std::vector<std::vector<int64_t>> labels;
-  targets_from_lists(boxes, labels, boxes_obj, labels_obj, images.dim(0), model.num_classes());
+  const Batch<T> batch = batch_from_python(model, images_obj, boxes_obj, labels_obj);
   {
     py::gil_scoped_release release;
-    model.forward(images);
-    model.loss(boxes, labels);
+    model.forward(batch.images);
+    model.loss(batch.boxes, batch.labels);
   }
   return losses(model);
 }

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from .diff_plots import picture_stem
+from .report import nonfinite_lines
 
 PICTURE_DIR = "diff"
 
@@ -89,14 +90,7 @@ HEADER = ("<tr><th>tensor</th><th>kind</th><th>shape</th><th>max abs</th><th>max
 
 
 def _sentinel(run: dict) -> str:
-    lines = []
-    for side, phases in run.get("nonfinite", {}).items():
-        for phase, hit in phases.items():
-            if hit:
-                other = "finite" if hit["other_side_finite"] else "also non-finite"
-                lines.append(f"<p class='sentinel'>{side} {phase}: first non-finite at <code>{html.escape(hit['name'])}"
-                             f"</code> {html.escape(str(hit['counts']))} (other side {other})</p>")
-    return "".join(lines)
+    return "".join(f"<p class='sentinel'>{html.escape(line)}</p>" for line in nonfinite_lines(run))
 
 
 def _case_section(report: dict, run: dict, base: Path | None) -> str:

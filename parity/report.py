@@ -43,6 +43,17 @@ def first_nonfinite(rows: list) -> dict:
     return sentinel
 
 
+def nonfinite_lines(run: dict) -> list:
+    """The sentinel of one run in words: 'native backward: first non-finite at NAME {counts} (other side finite)'."""
+    lines = []
+    for side, phases in run.get("nonfinite", {}).items():
+        for phase, hit in phases.items():
+            if hit:
+                other = "finite" if hit["other_side_finite"] else "also non-finite"
+                lines.append(f"{side} {phase}: first non-finite at {hit['name']} {hit['counts']} (other side {other})")
+    return lines
+
+
 def summarize_runs(results: list) -> list:
     by_case = defaultdict(list)
     for r in results:
@@ -115,12 +126,8 @@ def print_summary(report: dict, console: Console | None = None) -> None:
         )
     console.print(table)
     for run in report["runs"]:
-        for side, phases in run.get("nonfinite", {}).items():
-            for phase, hit in phases.items():
-                if hit:
-                    other = "finite" if hit["other_side_finite"] else "also non-finite"
-                    console.print(f"[red]{run['case']}: {side} {phase} first non-finite at {hit['name']}[/red] "
-                                  f"{hit['counts']} (other side {other})")
+        for line in nonfinite_lines(run):
+            console.print(f"[red]{run['case']}: {line}[/red]")
     if not report["runs"]:
         console.print("[red]no tensors were compared[/red]")
     verdict = "[green]PASS[/green]" if report["passed"] else "[red]FAIL[/red]"
