@@ -106,7 +106,7 @@ def cmd_faults(args) -> int:
     table = Table(title="fault catalogue: each bug on, the parity run's verdict", title_justify="left")
     for column in ("fault", "what it does", "scenario", "starts at", "detected", "first divergence (propagated / "
                    "isolated)", "sentinel", "localized"):
-        table.add_column(column)
+        table.add_column(column, overflow="fold")  # tensor names are shown whole
     all_localized = True
     for number, fault in enumerate(chosen, 1):
         with console.status(f"[{number}/{len(chosen)}] {fault.name} on {fault.scenario}-B{fault.batch_size}"):
