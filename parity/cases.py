@@ -89,11 +89,20 @@ def tensor_names() -> dict:
 
 def sweep_params(kinds: tuple) -> list:
     """pytest params (scenario, batch size, tensor) for every case and every tensor of the given kinds, with
-    readable ids such as ssd300-B4-conf_head."""
+    readable ids such as ssd300-B4-conf_head. A case's tests share one xdist group: under `--dist loadgroup` one
+    worker runs the case once, not every worker."""
     import pytest
 
     names = [n for kind in kinds for n in tensor_names()[kind]]
-    return [pytest.param(s, b, n, id=f"{case_id(s, b)}-{n}") for s, b in CASES for n in names]
+    return [pytest.param(s, b, n, id=f"{case_id(s, b)}-{n}", marks=pytest.mark.xdist_group(case_id(s, b)))
+            for s, b in CASES for n in names]
+
+
+def case_params() -> list:
+    """pytest params (scenario, batch size) for every case, grouped as sweep_params."""
+    import pytest
+
+    return [pytest.param(s, b, id=case_id(s, b), marks=pytest.mark.xdist_group(case_id(s, b))) for s, b in CASES]
 
 
 def judge(scenario_name: str, batch_size: int, tensor: str, record) -> None:

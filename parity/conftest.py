@@ -1,11 +1,13 @@
 """pytest plumbing for the parity sweep: every compared tensor goes into one JSON report at the end of the run,
-and a run that compared nothing fails."""
+and a run that compared nothing fails. Under pytest-xdist (`-n 2 --dist loadgroup`) each worker hands its results
+to the controller, which writes the one report."""
 
 from pathlib import Path
 
 import pytest
 
 from .console import wide_console
+from .compare import TensorResult
 from .report import DEFAULT_REPORT, build_report, print_summary, write_report
 
 _collected = []
@@ -31,13 +33,33 @@ def record():
     return _Recorder()
 
 
+def _is_worker(config) -> bool:
+    return hasattr(config, "workerinput")  # a pytest-xdist worker process
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """pytest-xdist controller: a worker's judged results, handed over when it finishes."""
+    _collected.extend(TensorResult(**row) for row in node.workeroutput.get("parity_results", []))
+    _compared_anywhere.append(node.workeroutput.get("parity_compares", False))
+
+
+_compared_anywhere = []
+
+
 def pytest_sessionfinish(session, exitstatus):
+    config = session.config
     compares_tensors = any("record" in getattr(item, "fixturenames", ()) for item in session.items)
-    if not compares_tensors or session.config.option.collectonly:
+    if _is_worker(config):  # the controller writes the one report
+        config.workeroutput["parity_results"] = [r.to_dict() for r in _collected]
+        config.workeroutput["parity_compares"] = compares_tensors
+        return
+    compares_tensors = compares_tensors or any(_compared_anywhere)
+    if not compares_tensors or config.option.collectonly:
         return
     report = build_report(_collected)
-    path = write_report(report, Path(session.config.getoption("--parity-report")))
-    session.config._parity_report = (report, path)
+    path = write_report(report, Path(config.getoption("--parity-report")))
+    config._parity_report = (report, path)
     if not _collected and session.exitstatus == 0:
         session.exitstatus = 1  # zero tensors compared: a parity run that checked nothing is a failure
 

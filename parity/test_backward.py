@@ -4,11 +4,10 @@ reference, per scenario and batch size; and the coverage of parameter gradients.
 import numpy as np
 import pytest
 
-from .cases import (CASES, NARROW_SCENARIOS, case_id, facts_for, judge, parameter_coverage, results_for,
+from .cases import (CASES, NARROW_SCENARIOS, case_params, facts_for, judge, parameter_coverage, results_for,
                     sweep_params, tensor_names)
 
 NAMES = tensor_names()
-CASE_IDS = [case_id(*c) for c in CASES]
 
 
 @pytest.mark.parametrize("scenario_name,batch_size,tensor", sweep_params(("loss", "backward")))
@@ -16,7 +15,7 @@ def test_step(scenario_name, batch_size, tensor, record):
     judge(scenario_name, batch_size, tensor, record)
 
 
-@pytest.mark.parametrize("scenario_name,batch_size", CASES, ids=CASE_IDS)
+@pytest.mark.parametrize("scenario_name,batch_size", case_params())
 def test_native_produces_exactly_the_reference_tensors(scenario_name, batch_size):
     names = list(results_for(scenario_name, batch_size))
     expected = NAMES["forward"] + NAMES["loss"] + NAMES["backward"]
@@ -24,7 +23,7 @@ def test_native_produces_exactly_the_reference_tensors(scenario_name, batch_size
     assert sum(n.startswith("param_grad/") for n in names) == 71
 
 
-@pytest.mark.parametrize("scenario_name,batch_size", CASES, ids=CASE_IDS)
+@pytest.mark.parametrize("scenario_name,batch_size", case_params())
 def test_every_parameter_gradient_is_present_finite_and_live_where_the_reference_is(scenario_name, batch_size):
     coverage = parameter_coverage(scenario_name, batch_size)
     assert len(coverage) == 71

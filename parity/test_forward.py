@@ -2,7 +2,7 @@
 
 import pytest
 
-from .cases import CASES, case_id, isolated_for, judge, sweep_params
+from .cases import case_params, isolated_for, judge, sweep_params
 from .explain import explain
 
 
@@ -11,7 +11,7 @@ def test_forward(scenario_name, batch_size, tap, record):
     judge(scenario_name, batch_size, tap, record)
 
 
-@pytest.mark.parametrize("scenario_name,batch_size", CASES, ids=[case_id(*c) for c in CASES])
+@pytest.mark.parametrize("scenario_name,batch_size", case_params())
 def test_isolated_stages(scenario_name, batch_size, record):
     """Each native stage (forward, loss, backward) fed the reference's own inputs matches on its own."""
     results = isolated_for(scenario_name, batch_size)
