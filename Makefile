@@ -16,7 +16,7 @@ STEPS ?= 16
 LAYER ?= conf_head
 PYTEST_ARGS ?=
 
-.PHONY: install test parity diff faults sweep train-parity clean
+.PHONY: install test parity diff faults sweep train-parity fixtures golden clean
 
 install: $(NATIVE_STAMP)
 
@@ -44,6 +44,14 @@ diff: install
 # Training-trajectory parity on the narrow config (16 steps: about 4 minutes on 2 cores).
 train-parity: install
 	$(PY) -m parity train --steps $(STEPS)
+
+# Regenerate the golden traces (fixtures/golden); fails if their content changed, unless FORCE=1.
+fixtures: install
+	$(PY) -m parity fixtures $(if $(FORCE),--force-regen,)
+
+# The native module against the golden traces, without importing torch.
+golden: install
+	$(PY) -m parity golden
 
 faults: install
 	$(PY) -m parity faults

@@ -143,6 +143,30 @@ def cmd_train(args) -> int:
     return 0 if data["passed"] else 1
 
 
+def cmd_fixtures(args) -> int:
+    """Regenerate the golden traces; fail (and keep the committed ones) if their content changed, unless forced."""
+    from .golden import GOLDEN_DIR, regenerate
+
+    changed = regenerate(GOLDEN_DIR, force=args.force_regen)
+    if changed and changed != ["(no golden files yet)"] and not args.force_regen:
+        print(f"golden traces differ from the committed ones in: {', '.join(changed)}; nothing written. "
+              "Rerun with --force-regen if the change is intended.")
+        return 1
+    print(f"golden traces in {GOLDEN_DIR}: " + ("rewritten: " + ", ".join(changed) if changed else "unchanged"))
+    return 0
+
+
+def cmd_golden(args) -> int:
+    """The native module against the golden traces, without torch."""
+    from .golden import check_native
+
+    failures = check_native()
+    for line in failures:
+        print(f"FAIL {line}")
+    print("golden check: " + ("PASS" if not failures else f"FAIL ({len(failures)} tensors)"))
+    return 1 if failures else 0
+
+
 def cmd_diff(args) -> int:
     from .diff import diff_layer
 
@@ -175,12 +199,15 @@ def main(argv=None) -> int:
     train.add_argument("--val-size", type=int, default=4)
     train.add_argument("--lr", type=float, default=1e-4)
     train.add_argument("--report", default="reports/train-parity.json")
+    fixtures = sub.add_parser("fixtures", help="regenerate the golden traces (fails on drift without --force-regen)")
+    fixtures.add_argument("--force-regen", action="store_true")
+    sub.add_parser("golden", help="check the native module against the golden traces, without torch")
     faults = sub.add_parser("faults", help="switch on each catalogued porting bug; detected and localized?")
     faults.add_argument("only", nargs="*", help="fault names (default: all)")
     args = parser.parse_args(argv)
     try:
         commands = {"run": cmd_run, "diff": cmd_diff, "compare": cmd_compare, "dump": cmd_dump, "faults": cmd_faults,
-                    "train": cmd_train}
+                    "train": cmd_train, "fixtures": cmd_fixtures, "golden": cmd_golden}
         return commands[args.command](args)
     except ValueError as error:
         wide_console(stderr=True).print(f"[red]error:[/red] {error}")
