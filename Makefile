@@ -16,7 +16,7 @@ STEPS ?= 16
 LAYER ?= conf_head
 PYTEST_ARGS ?=
 
-.PHONY: install test parity diff faults sweep train-parity fixtures golden clean
+.PHONY: install test parity diff faults sweep train-parity fixtures golden asan clean
 
 install: $(NATIVE_STAMP)
 
@@ -52,6 +52,19 @@ fixtures: install
 # The native module against the golden traces, without importing torch.
 golden: install
 	$(PY) -m parity golden
+
+# The native module built with AddressSanitizer + UndefinedBehaviorSanitizer (+ _GLIBCXX_ASSERTIONS), run under the
+# fuzz tests, the bad-input and golden tests and the narrow parity sweep; any sanitizer report stops the run.
+ASAN_BUILD := build/asan
+asan: install
+	$(VENV)/bin/cmake -S native -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSSD_SANITIZE=ON \
+		-DPython_EXECUTABLE=$(abspath $(PY)) -Dpybind11_DIR=$$($(PY) -c "import pybind11; print(pybind11.get_cmake_dir())")
+	$(VENV)/bin/cmake --build $(ASAN_BUILD)
+	ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libstdc++.so)" \
+		$(PY) -m parity.sanitized $(ASAN_BUILD)/ssd_native$$($(PY) -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))") \
+		tests/test_fuzz_native.py tests/test_bad_input.py tests/test_golden.py parity \
+		-k "not ssd300 and not default and not generated and not somewhere" -p no:cacheprovider --parity-report reports/asan-report.json
 
 faults: install
 	$(PY) -m parity faults

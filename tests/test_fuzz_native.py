@@ -4,7 +4,10 @@ degenerate, labels out of range, mismatched batches, bad names and bad optimizer
 
 Each call must return a result of the documented shape or raise ValueError/TypeError naming the argument; none
 may crash the process, and a clean call afterwards must give exactly what it gave before. The examples come from
-a fixed seed (derandomized), so a failure reproduces; the last test checks that at least 2,000 calls were made."""
+a fixed seed (derandomized), so a failure reproduces; the last test checks that at least 2,000 calls were made.
+
+The module does not import torch (the weights come from the golden fixture), so `make asan` can run it against
+the sanitized build, where torch cannot be loaded."""
 
 from collections import Counter
 
@@ -14,6 +17,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
 import ssd_native
+from parity.golden import load as load_golden
 
 CALLS = Counter()  # test name -> native calls made
 FUZZ = settings(derandomize=True, database=None, deadline=None,
@@ -81,25 +85,31 @@ class Baseline:
         return "Baseline(narrow, batch 1)"
 
 
-@pytest.fixture(scope="module")
-def baseline(narrow_native):
-    return Baseline(narrow_native)
-
-
 class StateDict(dict):
     def __repr__(self) -> str:
         return f"StateDict(narrow, {len(self)} keys)"
 
 
 @pytest.fixture(scope="module")
-def weights(narrow_weights):
-    return StateDict(narrow_weights)
+def weights():
+    """The narrow config's seeded weights, from the golden fixture (no torch needed)."""
+    return StateDict(load_golden()[1])
 
 
 @pytest.fixture(scope="module")
-def stepped(narrow_weights):
+def narrow_native(weights):
+    return ssd_native.ModelFloat32(weights)
+
+
+@pytest.fixture(scope="module")
+def baseline(narrow_native):
+    return Baseline(narrow_native)
+
+
+@pytest.fixture(scope="module")
+def stepped(weights):
     """A model of its own that has run one training step, so an update has gradients to apply."""
-    model = ssd_native.ModelFloat32(narrow_weights)
+    model = ssd_native.ModelFloat32(weights)
     model.forward_backward(np.zeros((1, 3, 300, 300), np.float32), [np.zeros((0, 4), np.float32)], [np.zeros(0, np.int64)])
     return model
 
