@@ -14,7 +14,7 @@ from .compare import compare_sides
 from .facts import scenario_facts
 from .isolated import isolated_results
 from .scenario import load_scenarios
-from .sides import native_model_for, reference_model, run_sides
+from .sides import native_model_for, reference_model, release_memory, run_sides
 
 NARROW_SCENARIOS = ["narrow", "empty_image", "many_boxes", "border_tiny_shared", "large_logits", "zero_image"]
 CASES = ([("default", 1), ("default", 4)] + [(name, b) for name in NARROW_SCENARIOS for b in (1, 2, 4)]
@@ -39,14 +39,20 @@ def traces_for(name: str, batch_size: int):
 @lru_cache(maxsize=None)
 def case_summary(name: str, batch_size: int) -> dict:
     """Everything the tests read about one case, computed while its traces are at hand: per-tensor results (in
-    execution order), scenario facts and parameter-gradient coverage."""
-    traces = traces_for(name, batch_size)
-    return {
-        "results": {r.name: r for r in compare_sides(traces)},
+    execution order), scenario facts and parameter-gradient coverage. The traces themselves are not kept: the full
+    SSD300 at batch 4 holds several GB of them (four sides, activations and gradients)."""
+    traces = run_sides(scenario_for(name, batch_size))
+    results = {r.name: r for r in compare_sides(traces)}
+    traces.native64 = traces.oracle_for_native64 = None  # the strict float64 check is done; free them early
+    summary = {
+        "results": results,
         "isolated": isolated_results(traces, native_model_for(traces.scenario)),
         "facts": scenario_facts(traces.scenario, traces.reference, traces.native),
         "coverage": _coverage(traces),
     }
+    del traces
+    release_memory()
+    return summary
 
 
 def isolated_for(name: str, batch_size: int) -> list:
