@@ -54,15 +54,15 @@ def loss_stage_results(traces, native_model) -> list:
     reference = traces.reference
     boxes, labels = zip(*traces.scenario.targets())
     boxes = [np.ascontiguousarray(b, dtype=np.float32) for b in boxes]
+    # Mining was fed the reference's losses: ties are judged on those on both sides.
+    mining_context = {"reference_loss": reference["loss.cls_per_prior"], "native_loss": reference["loss.cls_per_prior"],
+                      "oracle_loss": traces.oracle["loss.cls_per_prior"], "reference_labels": reference["match.labels"]}
     results = []
     for stage, input_taps in LOSS_STAGES.items():
         inputs = {name: _native_input(reference[name]) for name in input_taps}
         outputs = native_model.isolated(stage, inputs, list(boxes), list(labels))
         for name, value in outputs.items():
-            # Mining was fed the reference's losses: ties are judged on those on both sides.
-            context = {"reference_loss": reference["loss.cls_per_prior"], "native_loss": reference["loss.cls_per_prior"],
-                       "oracle_loss": traces.oracle["loss.cls_per_prior"], "reference_labels": reference["match.labels"]}
-            results.append(_isolated(name, traces, value, reference, context if name == "mining.negatives" else None))
+            results.append(_isolated(name, traces, value, reference, mining_context if name == "mining.negatives" else None))
     return results
 
 
