@@ -191,7 +191,7 @@ py::array_t<T> conv2d(const py::handle& inp_obj, const py::handle& weight_obj, c
   Tensor<T> out({inp.dim(0), g.OC, g.OH(), g.OW()});
   {
     py::gil_scoped_release release;
-    std::vector<T> scratch;
+    GuardedScratch<T> scratch;
     const int64_t in_size = int64_t(g.C) * g.H * g.W, out_size = int64_t(g.OC) * g.OH() * g.OW();
     for (int64_t n = 0; n < inp.dim(0); ++n) {
       if (reference)
@@ -201,6 +201,19 @@ py::array_t<T> conv2d(const py::handle& inp_obj, const py::handle& weight_obj, c
     }
   }
   return array_from_tensor(out);
+}
+
+void guarded_scratch_probe(int64_t size, int64_t write_begin, int64_t write_end) {
+  constexpr int64_t guard = GuardedScratch<float>::kGuardElements;
+  if (size < 0 || write_begin < -guard || write_end > size + guard || write_begin > write_end)
+    throw std::invalid_argument("guarded_scratch_probe writes must stay within the guards: need 0 <= size and -" +
+                                std::to_string(guard) + " <= write_begin <= write_end <= size + " +
+                                std::to_string(guard) + ", got size=" + std::to_string(size) +
+                                " write_begin=" + std::to_string(write_begin) + " write_end=" + std::to_string(write_end));
+  GuardedScratch<float> scratch;
+  float* data = scratch.resize(size);
+  for (int64_t i = write_begin; i < write_end; ++i) data[i] = 1.0f;
+  scratch.check("guarded_scratch_probe");
 }
 
 void set_faults(const std::vector<std::string>& names) {
@@ -334,6 +347,9 @@ PYBIND11_MODULE(ssd_native, m) {
       if (fault_on(Fault(i))) names.push_back(kFaultNames[i]);
     return names;
   });
+  m.def("guarded_scratch_probe", &guarded_scratch_probe, py::arg("size"), py::arg("write_begin"), py::arg("write_end"),
+        "Write 1.0 into elements [write_begin, write_end) of a fresh guarded scratch buffer of `size` elements (any "
+        "range within its guard regions) and run the guard check: the self-test of the scratch guards.");
   m.def("conv2d_float32", &conv2d<float>, py::arg("inp"), py::arg("weight"), py::arg("bias"), py::arg("stride") = 1,
         py::arg("pad") = 0, py::arg("dilation") = 1, py::arg("reference") = false);
   m.def("conv2d_float64", &conv2d<double>, py::arg("inp"), py::arg("weight"), py::arg("bias"), py::arg("stride") = 1,

@@ -8,6 +8,7 @@
 
 #include "gemm.h"
 #include "gemm_columnwise.h"
+#include "scratch.h"
 
 namespace ssd {
 
@@ -69,18 +70,19 @@ void col2im_add(T* grad_inp, const T* col, const ConvGeometry& g, int p0, int p1
 // inp (C,H,W), weight (OC,C,KH,KW), bias (OC) -> out (OC,OH,OW)
 template <typename T>
 void conv2d_forward(T* out, const T* inp, const T* weight, const T* bias, const ConvGeometry& g,
-                    std::vector<T>& scratch) {
+                    GuardedScratch<T>& scratch) {
   const int pixels = g.OH() * g.OW(), K = g.patch();
   if (g.is_pointwise()) {
     gemm_columnwise(g.OC, pixels, K, weight, K, inp, pixels, out, pixels);
   } else {
     const int tile = conv_tile_pixels(g);
-    scratch.resize(size_t(K) * tile);
+    T* col = scratch.resize(int64_t(K) * tile);
     for (int p0 = 0; p0 < pixels; p0 += tile) {
       const int p1 = std::min(pixels, p0 + tile);
-      im2col(scratch.data(), inp, g, p0, p1);
-      gemm_columnwise(g.OC, p1 - p0, K, weight, K, scratch.data(), p1 - p0, out + p0, pixels);
+      im2col(col, inp, g, p0, p1);
+      gemm_columnwise(g.OC, p1 - p0, K, weight, K, col, p1 - p0, out + p0, pixels);
     }
+    scratch.check("conv2d_forward (im2col)");
   }
   for (int oc = 0; oc < g.OC; ++oc) {
     T* row = out + int64_t(oc) * pixels;
@@ -92,7 +94,7 @@ void conv2d_forward(T* out, const T* inp, const T* weight, const T* bias, const 
 // grad_bias (OC) +=. grad_inp may be null (the network input needs no gradient).
 template <typename T>
 void conv2d_backward(T* grad_inp, T* grad_weight, T* grad_bias, const T* dout, const T* inp, const T* weight,
-                     const ConvGeometry& g, std::vector<T>& scratch, std::vector<T>& scratch_grad) {
+                     const ConvGeometry& g, GuardedScratch<T>& scratch, GuardedScratch<T>& scratch_grad) {
   const int pixels = g.OH() * g.OW(), K = g.patch();
   for (int oc = 0; oc < g.OC; ++oc) {
     const T* row = dout + int64_t(oc) * pixels;
@@ -106,17 +108,19 @@ void conv2d_backward(T* grad_inp, T* grad_weight, T* grad_bias, const T* dout, c
     return;
   }
   const int tile = conv_tile_pixels(g);
-  scratch.resize(size_t(K) * tile);
-  scratch_grad.resize(size_t(K) * tile);
+  T* col = scratch.resize(int64_t(K) * tile);
+  T* col_grad = scratch_grad.resize(int64_t(K) * tile);
   for (int p0 = 0; p0 < pixels; p0 += tile) {
     const int p1 = std::min(pixels, p0 + tile), n = p1 - p0;
-    im2col(scratch.data(), inp, g, p0, p1);
-    gemm(false, true, g.OC, K, n, T(1), dout + p0, pixels, scratch.data(), n, T(1), grad_weight, K);
+    im2col(col, inp, g, p0, p1);
+    gemm(false, true, g.OC, K, n, T(1), dout + p0, pixels, col, n, T(1), grad_weight, K);
     if (grad_inp) {
-      gemm(true, false, K, n, g.OC, T(1), weight, K, dout + p0, pixels, T(0), scratch_grad.data(), n);
-      col2im_add(grad_inp, scratch_grad.data(), g, p0, p1);
+      gemm(true, false, K, n, g.OC, T(1), weight, K, dout + p0, pixels, T(0), col_grad, n);
+      col2im_add(grad_inp, col_grad, g, p0, p1);
     }
   }
+  scratch.check("conv2d_backward (im2col)");
+  scratch_grad.check("conv2d_backward (column gradient)");
 }
 
 // The plain version the tests compare conv2d_forward against: a direct 7-deep loop, no im2col, no BLAS.

@@ -132,7 +132,7 @@ class Model {
   std::map<std::string, Tensor<T>> isolated_grads_;
   std::vector<std::string> isolated_grad_order_;
   std::vector<std::string> tap_order_;
-  std::vector<T> scratch_;
+  GuardedScratch<T> scratch_, scratch_grad_;  // conv columns and column gradients, reused across layers
 };
 
 }  // namespace ssd

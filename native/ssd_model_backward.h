@@ -51,10 +51,9 @@ void Model<T>::conv_backward(const std::string& out, const std::string& in, cons
   if (frozen) unused_w = Tensor<T>(weight(prefix + ".weight").shape), unused_b = Tensor<T>(weight(prefix + ".bias").shape);
   Tensor<T>& dw = frozen ? unused_w : param_grads_.at(prefix + ".weight");
   Tensor<T>& db = frozen ? unused_b : param_grads_.at(prefix + ".bias");
-  std::vector<T> scratch_grad;
   for (int n = 0; n < B; ++n)
     conv2d_backward(dinp ? dinp + n * in_size : nullptr, dw.ptr(), db.ptr(), dpre.data() + n * out_size,
-                    x.ptr() + n * in_size, weight(prefix + ".weight").ptr(), g, scratch_, scratch_grad);
+                    x.ptr() + n * in_size, weight(prefix + ".weight").ptr(), g, scratch_, scratch_grad_);
 }
 
 // d loss / d head outputs -> grad/loc_head, grad/conf_head, then through the head convs into the six sources
