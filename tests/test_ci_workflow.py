@@ -14,8 +14,10 @@ def test_workflow_gates_native_changes_and_keeps_the_reports():
     assert "native/**" in triggers["pull_request"]["paths"]
     assert triggers["push"]["branches"] == ["main"]
     steps = workflow["jobs"]["parity"]["steps"]
-    assert any("make test" in step.get("run", "") for step in steps)
+    runs = [step.get("run", "") for step in steps]
+    assert any("make test" in run for run in runs) and any("make asan" in run for run in runs)
+    assert workflow["jobs"]["parity"]["env"]["HYPOTHESIS_PROFILE"] == "ci"
     upload = next(step for step in steps if step.get("uses", "").startswith("actions/upload-artifact"))
     assert upload["if"] == "always()"
     kept = upload["with"]["path"]
-    assert all(name in kept for name in ("parity-report.json", "parity-report.html", "junit.xml"))
+    assert all(name in kept for name in ("parity-report.json", "parity-report.html", "junit.xml", "asan-report.json"))

@@ -20,8 +20,8 @@ import ssd_native
 from parity.golden import load as load_golden
 
 CALLS = Counter()  # test name -> native calls made
-FUZZ = settings(derandomize=True, database=None, deadline=None,
-                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+FUZZ = settings(
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 DTYPES = [np.float32, np.float64, np.float16, np.int32, np.int64, np.uint8, np.bool_, np.complex64]
 NON_ARRAYS = [None, 3, 2.5, "images", [[0.0]], {"a": 1}, (1, 2)]
 

@@ -31,7 +31,7 @@ def conv_problems(draw):
     }
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(problem=conv_problems(), dtype=st.sampled_from([np.float32, np.float64]))
 def test_conv2d_matches_direct_loop_and_torch(problem, dtype):
     p = problem

@@ -34,7 +34,7 @@ def test_the_probe_refuses_writes_beyond_the_guards():
 
 
 @given(size=st.integers(-5, 300), begin=st.integers(-200, 400), end=st.integers(-200, 400))
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 def test_the_guard_verdict_matches_the_write_range(size, begin, end):
     inside_guards = 0 <= size and -GUARD <= begin <= end <= size + GUARD
     outside_buffer = begin < end and (begin < 0 or end > size)
