@@ -93,14 +93,26 @@ def tensor_names() -> dict:
     return {"forward": FORWARD_TAPS, "loss": LOSS_TAPS, "backward": order[len(FORWARD_TAPS) + len(LOSS_TAPS):]}
 
 
+# Every run of the full SSD300 shares one xdist group: its batch-4 case needs about 20 GB, so two such runs must
+# never share a 24 GB machine. Narrow cases (a few hundred MB) get a group each.
+FULL_SSD300_GROUP = "full-ssd300"
+
+
+def xdist_group(name: str, batch_size: int):
+    import pytest
+
+    scenario = scenario_for(name, batch_size)
+    return pytest.mark.xdist_group(FULL_SSD300_GROUP if scenario.config == "ssd300" else scenario.id)
+
+
 def sweep_params(kinds: tuple) -> list:
     """pytest params (scenario, batch size, tensor) for every case and every tensor of the given kinds, with
     readable ids such as ssd300-B4-conf_head. A case's tests share one xdist group: under `--dist loadgroup` one
-    worker runs the case once, not every worker."""
+    worker runs the case once, not every worker (and the full SSD300's cases one after another: xdist_group)."""
     import pytest
 
     names = [n for kind in kinds for n in tensor_names()[kind]]
-    return [pytest.param(s, b, n, id=f"{case_id(s, b)}-{n}", marks=pytest.mark.xdist_group(case_id(s, b)))
+    return [pytest.param(s, b, n, id=f"{case_id(s, b)}-{n}", marks=xdist_group(s, b))
             for s, b in CASES for n in names]
 
 
@@ -108,7 +120,7 @@ def case_params() -> list:
     """pytest params (scenario, batch size) for every case, grouped as sweep_params."""
     import pytest
 
-    return [pytest.param(s, b, id=case_id(s, b), marks=pytest.mark.xdist_group(case_id(s, b))) for s, b in CASES]
+    return [pytest.param(s, b, id=case_id(s, b), marks=xdist_group(s, b)) for s, b in CASES]
 
 
 def judge(scenario_name: str, batch_size: int, tensor: str, record) -> None:

@@ -4,12 +4,15 @@ same weights on the same batches; every step's loss (before the update), every p
 narrow trajectory with the learning check."""
 
 import numpy as np
+import pytest
 
+from .cases import FULL_SSD300_GROUP
 from .explain import explain
 from .train import TrainSettings, run_trajectory
 from .train_report import build_train_report
 
 
+@pytest.mark.xdist_group(FULL_SSD300_GROUP)
 def test_full_ssd300_trains_like_the_reference_for_three_steps(record):
     report = run_trajectory(TrainSettings(config="ssd300", steps=3, batch_size=2, train_size=4, val_size=2))
     for step in report.steps:
