@@ -26,9 +26,10 @@ Model<T> make_model(const py::dict& state_dict) {
   return Model<T>(std::move(weights));
 }
 
-// -> {tap name: array} in execution order
+// -> {tap name: array} in execution order; only the head outputs when all_taps is false (what a deployed model
+// returns: no copies of the intermediate maps)
 template <typename T>
-py::dict forward(Model<T>& model, const py::handle& images_obj) {
+py::dict forward(Model<T>& model, const py::handle& images_obj, bool all_taps) {
   Tensor<T> images = tensor_from_array<T>(images_obj, "images");
   check_images(images, model.image_size());
   {
@@ -36,7 +37,8 @@ py::dict forward(Model<T>& model, const py::handle& images_obj) {
     model.forward(images);
   }
   py::dict trace;
-  for (const auto& name : model.tap_order()) trace[py::str(name)] = array_from_tensor(model.tap(name));
+  for (const auto& name : model.tap_order())
+    if (all_taps || name == "loc_head" || name == "conf_head") trace[py::str(name)] = array_from_tensor(model.tap(name));
   return trace;
 }
 
@@ -166,6 +168,28 @@ py::dict isolated_backward(Model<T>& model, const py::dict& taps_obj, const py::
   return out;
 }
 
+// The geometry of conv2d(inp, weight) with the given stride, pad and dilation, validated; `what` names the call.
+template <typename T>
+ConvGeometry checked_conv_geometry(const Tensor<T>& inp, const Tensor<T>& weight, int stride, int pad, int dilation,
+                                   const std::string& what) {
+  if (inp.shape.size() != 4 || weight.shape.size() != 4)
+    throw std::invalid_argument(what + " expects inp (B,C,H,W) and weight (OC,C,KH,KW); got " + shape_str(inp.shape) +
+                                ", " + shape_str(weight.shape));
+  if (weight.dim(1) != inp.dim(1))
+    throw std::invalid_argument(what + " channel mismatch: inp " + shape_str(inp.shape) + ", weight " +
+                                shape_str(weight.shape));
+  if (stride < 1 || pad < 0 || dilation < 1)
+    throw std::invalid_argument(what + " needs stride >= 1, pad >= 0, dilation >= 1; got stride=" +
+                                std::to_string(stride) + " pad=" + std::to_string(pad) +
+                                " dilation=" + std::to_string(dilation));
+  const ConvGeometry g{int(inp.dim(1)), int(inp.dim(2)), int(inp.dim(3)), int(weight.dim(0)), int(weight.dim(2)),
+                       int(weight.dim(3)), stride, pad, dilation};
+  if (g.OH() < 1 || g.OW() < 1)
+    throw std::invalid_argument(what + " output would be empty for input " + shape_str(inp.shape) + " and kernel " +
+                                shape_str(weight.shape));
+  return g;
+}
+
 // inp (B,C,H,W), weight (OC,C,KH,KW), bias (OC) -> out (B,OC,OH,OW); reference=True runs the direct loop
 template <typename T>
 py::array_t<T> conv2d(const py::handle& inp_obj, const py::handle& weight_obj, const py::handle& bias_obj,
@@ -173,34 +197,47 @@ py::array_t<T> conv2d(const py::handle& inp_obj, const py::handle& weight_obj, c
   const Tensor<T> inp = tensor_from_array<T>(inp_obj, "inp");
   const Tensor<T> weight = tensor_from_array<T>(weight_obj, "weight");
   const Tensor<T> bias = tensor_from_array<T>(bias_obj, "bias");
-  if (inp.shape.size() != 4 || weight.shape.size() != 4 || bias.shape.size() != 1)
-    throw std::invalid_argument("conv2d expects inp (B,C,H,W), weight (OC,C,KH,KW), bias (OC); got " +
-                                shape_str(inp.shape) + ", " + shape_str(weight.shape) + ", " + shape_str(bias.shape));
-  if (weight.dim(1) != inp.dim(1) || bias.dim(0) != weight.dim(0))
-    throw std::invalid_argument("conv2d channel mismatch: inp " + shape_str(inp.shape) + ", weight " +
-                                shape_str(weight.shape) + ", bias " + shape_str(bias.shape));
-  if (stride < 1 || pad < 0 || dilation < 1)
-    throw std::invalid_argument("conv2d needs stride >= 1, pad >= 0, dilation >= 1; got stride=" +
-                                std::to_string(stride) + " pad=" + std::to_string(pad) +
-                                " dilation=" + std::to_string(dilation));
-  const ConvGeometry g{int(inp.dim(1)), int(inp.dim(2)), int(inp.dim(3)), int(weight.dim(0)), int(weight.dim(2)),
-                       int(weight.dim(3)), stride, pad, dilation};
-  if (g.OH() < 1 || g.OW() < 1)
-    throw std::invalid_argument("conv2d output would be empty for input " + shape_str(inp.shape) + " and kernel " +
-                                shape_str(weight.shape));
+  const ConvGeometry g = checked_conv_geometry(inp, weight, stride, pad, dilation, "conv2d");
+  if (bias.shape != std::vector<int64_t>{weight.dim(0)})
+    throw std::invalid_argument("conv2d expects bias (OC,) = (" + std::to_string(weight.dim(0)) + ",), got " +
+                                shape_str(bias.shape));
   Tensor<T> out({inp.dim(0), g.OC, g.OH(), g.OW()});
   {
     py::gil_scoped_release release;
-    GuardedScratch<T> scratch;
+    GuardedScratch<T> packed_weight, scratch;
     const int64_t in_size = int64_t(g.C) * g.H * g.W, out_size = int64_t(g.OC) * g.OH() * g.OW();
     for (int64_t n = 0; n < inp.dim(0); ++n) {
       if (reference)
         conv2d_forward_reference(out.ptr() + n * out_size, inp.ptr() + n * in_size, weight.ptr(), bias.ptr(), g);
       else
-        conv2d_forward(out.ptr() + n * out_size, inp.ptr() + n * in_size, weight.ptr(), bias.ptr(), g, scratch);
+        conv2d_forward(out.ptr() + n * out_size, inp.ptr() + n * in_size, weight.ptr(), bias.ptr(), g, packed_weight, scratch);
     }
   }
   return array_from_tensor(out);
+}
+
+// dout (B,OC,OH,OW), inp (B,C,H,W), weight (OC,C,KH,KW) -> (grad_inp, grad_weight, grad_bias)
+template <typename T>
+py::tuple conv2d_backward_binding(const py::handle& dout_obj, const py::handle& inp_obj, const py::handle& weight_obj,
+                                  int stride, int pad, int dilation) {
+  const Tensor<T> dout = tensor_from_array<T>(dout_obj, "dout");
+  const Tensor<T> inp = tensor_from_array<T>(inp_obj, "inp");
+  const Tensor<T> weight = tensor_from_array<T>(weight_obj, "weight");
+  const ConvGeometry g = checked_conv_geometry(inp, weight, stride, pad, dilation, "conv2d_backward");
+  const std::vector<int64_t> out_shape{inp.dim(0), g.OC, g.OH(), g.OW()};
+  if (dout.shape != out_shape)
+    throw std::invalid_argument("conv2d_backward expects dout of the output's shape " + shape_str(out_shape) +
+                                ", got " + shape_str(dout.shape));
+  Tensor<T> grad_inp(inp.shape), grad_weight(weight.shape), grad_bias({weight.dim(0)});
+  {
+    py::gil_scoped_release release;
+    GuardedScratch<T> scratch, scratch_grad;
+    const int64_t in_size = int64_t(g.C) * g.H * g.W, out_size = int64_t(g.OC) * g.OH() * g.OW();
+    for (int64_t n = 0; n < inp.dim(0); ++n)
+      conv2d_backward(grad_inp.ptr() + n * in_size, grad_weight.ptr(), grad_bias.ptr(), dout.ptr() + n * out_size,
+                      inp.ptr() + n * in_size, weight.ptr(), g, scratch, scratch_grad);
+  }
+  return py::make_tuple(array_from_tensor(grad_inp), array_from_tensor(grad_weight), array_from_tensor(grad_bias));
 }
 
 void guarded_scratch_probe(int64_t size, int64_t write_begin, int64_t write_end) {
@@ -291,7 +328,8 @@ void bind_model(py::module_& m, const char* name) {
   py::class_<Model<T>>(m, name)
       .def(py::init(&make_model<T>), py::arg("state_dict"),
            "Load a torchvision SSD300 state_dict (any channel widths) by name.")
-      .def("forward", &forward<T>, py::arg("images"), "images (B,3,300,300) -> {tap: array} in execution order")
+      .def("forward", &forward<T>, py::arg("images"), py::arg("all_taps") = true,
+           "images (B,3,300,300) -> {tap: array} in execution order (loc_head and conf_head only if not all_taps)")
       .def("forward_backward", &forward_backward<T>, py::arg("images"), py::arg("boxes"), py::arg("labels"),
            "One training step without the update: forward, loss and backward taps, in one dict.")
       .def("isolated", &isolated<T>, py::arg("name"), py::arg("inputs"), py::arg("boxes") = py::none(),
@@ -354,4 +392,8 @@ PYBIND11_MODULE(ssd_native, m) {
         py::arg("pad") = 0, py::arg("dilation") = 1, py::arg("reference") = false);
   m.def("conv2d_float64", &conv2d<double>, py::arg("inp"), py::arg("weight"), py::arg("bias"), py::arg("stride") = 1,
         py::arg("pad") = 0, py::arg("dilation") = 1, py::arg("reference") = false);
+  m.def("conv2d_backward_float32", &conv2d_backward_binding<float>, py::arg("dout"), py::arg("inp"), py::arg("weight"),
+        py::arg("stride") = 1, py::arg("pad") = 0, py::arg("dilation") = 1, "-> (grad_inp, grad_weight, grad_bias)");
+  m.def("conv2d_backward_float64", &conv2d_backward_binding<double>, py::arg("dout"), py::arg("inp"), py::arg("weight"),
+        py::arg("stride") = 1, py::arg("pad") = 0, py::arg("dilation") = 1, "-> (grad_inp, grad_weight, grad_bias)");
 }

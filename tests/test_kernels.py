@@ -1,6 +1,7 @@
 """The fast conv (tiled im2col + OpenBLAS) against its plain direct-loop version and against torch."""
 
 import numpy as np
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -63,3 +64,35 @@ def test_conv2d_tiles_large_images_like_one_pass():
     fast = ssd_native.conv2d_float64(x, w, b, pad=1)
     expected = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(b), padding=1).numpy()
     np.testing.assert_allclose(fast, expected, rtol=0, atol=1e-11)
+
+
+BACKWARD = {np.float32: ssd_native.conv2d_backward_float32, np.float64: ssd_native.conv2d_backward_float64}
+
+
+@settings(max_examples=60)
+@given(problem=conv_problems(), dtype=st.sampled_from([np.float32, np.float64]))
+def test_conv2d_backward_matches_torch(problem, dtype):
+    p = problem
+    rng = np.random.default_rng(p["seed"])
+    x = torch.from_numpy(rng.standard_normal((p["batch"], p["channels"], p["size"], p["size"])).astype(dtype))
+    w = torch.from_numpy(rng.standard_normal((p["out_channels"], p["channels"], p["kernel"], p["kernel"])).astype(dtype))
+    b = torch.zeros(p["out_channels"], dtype=x.dtype)
+    for t in (x, w, b):
+        t.requires_grad_(True)
+    out = torch.nn.functional.conv2d(x, w, b, stride=p["stride"], padding=p["pad"], dilation=p["dilation"])
+    dout = torch.from_numpy(rng.standard_normal(tuple(out.shape)).astype(dtype))
+    out.backward(dout)
+    grads = BACKWARD[dtype](dout.numpy(), x.detach().numpy(), w.detach().numpy(), stride=p["stride"], pad=p["pad"],
+                            dilation=p["dilation"])
+    # Each gradient element sums at most B*OH*OW <= 3*24*24 (weights) or OC*K*K <= 112 (inputs) products of unit
+    # normals: 1e-4 (float32) / 1e-12 (float64) of the largest magnitude covers any summation order.
+    tol = 1e-4 if dtype == np.float32 else 1e-12
+    for got, expected in zip(grads, (x.grad, w.grad, b.grad)):
+        expected = expected.numpy()
+        np.testing.assert_allclose(got, expected, rtol=0, atol=tol * max(1.0, float(np.abs(expected).max())))
+
+
+def test_conv2d_backward_names_a_misshaped_gradient():
+    x, w = np.zeros((1, 2, 8, 8), np.float32), np.zeros((3, 2, 3, 3), np.float32)
+    with pytest.raises(ValueError, match=r"dout of the output's shape \(1, 3, 6, 6\), got \(1, 3, 8, 8\)"):
+        ssd_native.conv2d_backward_float32(np.zeros((1, 3, 8, 8), np.float32), x, w)
