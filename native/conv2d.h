@@ -1,5 +1,5 @@
-// 2-D convolution, one image at a time, as tiled im2col + GEMM (forward: the column-consistent GEMM, so identical
-// patches give identical outputs; backward: OpenBLAS). The column buffer covers one tile of output
+// 2-D convolution, one image at a time, as tiled im2col + GEMM (forward: the packed column-consistent GEMM, so
+// identical patches give identical outputs; backward: OpenBLAS). The column buffer covers one tile of output
 // pixels, never the whole image, so scratch memory stays bounded at the 300x300 layers.
 #pragma once
 #include <algorithm>
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "gemm.h"
-#include "gemm_columnwise.h"
+#include "gemm_packed.h"
 #include "scratch.h"
 
 namespace ssd {
@@ -47,6 +47,45 @@ void im2col(T* col, const T* inp, const ConvGeometry& g, int p0, int p1) {
   }
 }
 
+// inp (C,H,W) -> the columns of output pixels [p0, p1) packed for gemm_packed: panels of kCols<T> pixels, each
+// (C*KH*KW, kCols<T>) contiguous, pixels past p1 zero; out-of-image taps read 0. One thread fills a whole panel
+// (sequential writes); where a panel's pixels are one run of an input row (stride 1, away from the border) a tap is
+// a plain copy.
+template <typename T>
+void im2col_packed(T* packed, const T* inp, const ConvGeometry& g, int p0, int p1) {
+  constexpr int NR = kCols<T>;
+  const int OW = g.OW(), K = g.patch(), panels = int(round_up(p1 - p0, NR) / NR);
+#pragma omp parallel for schedule(static)
+  for (int panel = 0; panel < panels; ++panel) {
+    int iy0[NR], ix0[NR];  // the top-left input pixel each output pixel's window starts at
+    bool in_tile[NR];
+    for (int j = 0; j < NR; ++j) {
+      const int p = p0 + panel * NR + j;
+      in_tile[j] = p < p1;
+      iy0[j] = (p / OW) * g.stride - g.pad;
+      ix0[j] = (p % OW) * g.stride - g.pad;
+    }
+    const bool one_run = g.stride == 1 && in_tile[NR - 1] && iy0[NR - 1] == iy0[0];
+    T* dst = packed + int64_t(panel) * K * NR;
+    for (int c = 0; c < g.C; ++c) {
+      const T* plane = inp + int64_t(c) * g.H * g.W;
+      for (int kh = 0; kh < g.KH; ++kh)
+        for (int kw = 0; kw < g.KW; ++kw, dst += NR) {
+          const int dy = kh * g.dilation, dx = kw * g.dilation;
+          const int iy = iy0[0] + dy, ix = ix0[0] + dx;
+          if (one_run && iy >= 0 && iy < g.H && ix >= 0 && ix + NR <= g.W) {
+            std::copy(plane + int64_t(iy) * g.W + ix, plane + int64_t(iy) * g.W + ix + NR, dst);
+            continue;
+          }
+          for (int j = 0; j < NR; ++j) {
+            const int y = iy0[j] + dy, x = ix0[j] + dx;
+            dst[j] = (in_tile[j] && y >= 0 && y < g.H && x >= 0 && x < g.W) ? plane[int64_t(y) * g.W + x] : T(0);
+          }
+        }
+    }
+  }
+}
+
 // col (C*KH*KW, p1-p0) -> grad_inp (C,H,W), adding each column entry back to the input pixel it was read from
 template <typename T>
 void col2im_add(T* grad_inp, const T* col, const ConvGeometry& g, int p0, int p1) {
@@ -70,20 +109,18 @@ void col2im_add(T* grad_inp, const T* col, const ConvGeometry& g, int p0, int p1
 // inp (C,H,W), weight (OC,C,KH,KW), bias (OC) -> out (OC,OH,OW)
 template <typename T>
 void conv2d_forward(T* out, const T* inp, const T* weight, const T* bias, const ConvGeometry& g,
-                    GuardedScratch<T>& scratch) {
+                    GuardedScratch<T>& packed_weight, GuardedScratch<T>& packed_columns) {
   const int pixels = g.OH() * g.OW(), K = g.patch();
-  if (g.is_pointwise()) {
-    gemm_columnwise(g.OC, pixels, K, weight, K, inp, pixels, out, pixels);
-  } else {
-    const int tile = conv_tile_pixels(g);
-    T* col = scratch.resize(int64_t(K) * tile);
-    for (int p0 = 0; p0 < pixels; p0 += tile) {
-      const int p1 = std::min(pixels, p0 + tile);
-      im2col(col, inp, g, p0, p1);
-      gemm_columnwise(g.OC, p1 - p0, K, weight, K, col, p1 - p0, out + p0, pixels);
-    }
-    scratch.check("conv2d_forward (im2col)");
+  pack_a(packed_weight.resize(packed_a_size<T>(g.OC, K)), weight, K, g.OC, K);
+  const int tile = int(round_up(conv_tile_pixels(g), kCols<T>));
+  T* columns = packed_columns.resize(packed_b_size<T>(tile, K));
+  for (int p0 = 0; p0 < pixels; p0 += tile) {
+    const int p1 = std::min(pixels, p0 + tile);
+    im2col_packed(columns, inp, g, p0, p1);
+    gemm_packed(g.OC, p1 - p0, K, packed_weight.data(), columns, out + p0, pixels);
   }
+  packed_weight.check("conv2d_forward (packed weights)");
+  packed_columns.check("conv2d_forward (packed im2col)");
   for (int oc = 0; oc < g.OC; ++oc) {
     T* row = out + int64_t(oc) * pixels;
     for (int p = 0; p < pixels; ++p) row[p] += bias[oc];

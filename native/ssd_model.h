@@ -132,7 +132,8 @@ class Model {
   std::map<std::string, Tensor<T>> isolated_grads_;
   std::vector<std::string> isolated_grad_order_;
   std::vector<std::string> tap_order_;
-  GuardedScratch<T> scratch_, scratch_grad_;  // conv columns and column gradients, reused across layers
+  // Conv scratch, reused across layers: packed weights (forward), columns, column gradients (backward)
+  GuardedScratch<T> packed_weight_, scratch_, scratch_grad_;
 };
 
 }  // namespace ssd

@@ -114,7 +114,7 @@ void Model<T>::run_conv(const std::string& out, const std::string& in, const std
   for (int n = 0; n < B; ++n) {
     // Each image is computed alone, so a sample's result does not depend on the batch it came in.
     conv2d_forward(y.ptr() + n * out_size, x.ptr() + n * in_size, weight(prefix + ".weight").ptr(),
-                   weight(prefix + ".bias").ptr(), g, scratch_);
+                   weight(prefix + ".bias").ptr(), g, packed_weight_, scratch_);
   }
   if (relu) relu_forward(y.ptr(), y.numel());
   record(out, std::move(y));

@@ -1,0 +1,149 @@
+// C (M,N) = A (M,K) * B (K,N) from packed panels, with an AVX2 FMA register kernel: the forward convolution's GEMM.
+//
+// Column consistency: every element of C is computed by the same sequence of roundings wherever it lies, so two
+// identical image patches give bit-identical outputs, as in the reference's convolution (OpenBLAS rounds some
+// 16-column blocks differently from their neighbours, and max-pool then routed gradients to a different element of
+// a tied window). The sequence: K is cut into blocks of kKBlock; within a block the products are accumulated by
+// fused multiply-adds in k order starting from 0, and the block sums are added to C in block order
+// (C = sum_0, then C = C + sum_1, ...). Row and column tails are padded with zeros in the packed panels and go
+// through the same register kernel, and threads split the columns, so the result does not depend on the position
+// of a column, the tile it falls in or the thread count.
+//
+// Blocking (Zen 4: 32 KiB L1d and 1 MiB L2 per core): a register tile of kRows x kCols(T); one kRows x kKBlock
+// micro-panel of A stays in L1 while it sweeps a chunk of kPanelsPerChunk column panels of B (kKBlock x kCols each,
+// together in L2).
+#pragma once
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+
+namespace ssd {
+
+template <typename T>
+struct Simd;
+
+template <>
+struct Simd<float> {
+  using V = __m256;
+  static constexpr int kLanes = 8;
+  static V zero() { return _mm256_setzero_ps(); }
+  static V load(const float* p) { return _mm256_loadu_ps(p); }
+  static V broadcast(const float* p) { return _mm256_broadcast_ss(p); }
+  static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static V add(V a, V b) { return _mm256_add_ps(a, b); }
+  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+};
+
+template <>
+struct Simd<double> {
+  using V = __m256d;
+  static constexpr int kLanes = 4;
+  static V zero() { return _mm256_setzero_pd(); }
+  static V load(const double* p) { return _mm256_loadu_pd(p); }
+  static V broadcast(const double* p) { return _mm256_broadcast_sd(p); }
+  static V fma(V a, V b, V c) { return _mm256_fmadd_pd(a, b, c); }
+  static V add(V a, V b) { return _mm256_add_pd(a, b); }
+  static void store(double* p, V v) { _mm256_storeu_pd(p, v); }
+};
+
+constexpr int kRows = 6;             // rows of the register tile: 6 x 2 accumulators + 2 B vectors + 1 broadcast
+constexpr int kKBlock = 256;         // products summed before being added to C
+constexpr int kPanelsPerChunk = 8;   // column panels a thread sweeps with one A micro-panel
+template <typename T>
+constexpr int kCols = 2 * Simd<T>::kLanes;  // columns of the register tile (16 float, 8 double)
+
+inline int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
+
+// Packed A: ceil(M/kRows) panels, each (K, kRows) contiguous, rows past M zero.
+template <typename T>
+int64_t packed_a_size(int M, int K) { return round_up(M, kRows) * K; }
+
+// Packed B: ceil(N/kCols) panels, each (K, kCols) contiguous, columns past N zero.
+template <typename T>
+int64_t packed_b_size(int N, int K) { return round_up(N, kCols<T>) * K; }
+
+// A (M,K), leading dim lda -> packed (see packed_a_size)
+template <typename T>
+void pack_a(T* packed, const T* A, int lda, int M, int K) {
+  const int panels = int(round_up(M, kRows) / kRows);
+#pragma omp parallel for schedule(static)
+  for (int panel = 0; panel < panels; ++panel) {
+    T* dst = packed + int64_t(panel) * K * kRows;
+    for (int r = 0; r < kRows; ++r) {
+      const int m = panel * kRows + r;
+      for (int k = 0; k < K; ++k) dst[int64_t(k) * kRows + r] = m < M ? A[int64_t(m) * lda + k] : T(0);
+    }
+  }
+}
+
+// One register tile: sum over k in [0, kc) of a (kc, kRows) x b (kc, kCols), then C (rows x cols valid, leading
+// dim ldc) = that sum on the first K block, C + that sum on later ones. The twelve accumulators are named
+// variables: kept in an array, GCC spilled them to the stack on every k.
+template <typename T>
+inline void register_tile(int kc, const T* a, const T* b, T* C, int ldc, int rows, int cols, bool first_block) {
+  using S = Simd<T>;
+  using V = typename S::V;
+  constexpr int L = S::kLanes;
+  V c00 = S::zero(), c01 = S::zero(), c10 = S::zero(), c11 = S::zero(), c20 = S::zero(), c21 = S::zero();
+  V c30 = S::zero(), c31 = S::zero(), c40 = S::zero(), c41 = S::zero(), c50 = S::zero(), c51 = S::zero();
+  for (int k = 0; k < kc; ++k, a += kRows, b += 2 * L) {
+    const V b0 = S::load(b), b1 = S::load(b + L);
+    V ar = S::broadcast(a + 0);
+    c00 = S::fma(ar, b0, c00), c01 = S::fma(ar, b1, c01);
+    ar = S::broadcast(a + 1);
+    c10 = S::fma(ar, b0, c10), c11 = S::fma(ar, b1, c11);
+    ar = S::broadcast(a + 2);
+    c20 = S::fma(ar, b0, c20), c21 = S::fma(ar, b1, c21);
+    ar = S::broadcast(a + 3);
+    c30 = S::fma(ar, b0, c30), c31 = S::fma(ar, b1, c31);
+    ar = S::broadcast(a + 4);
+    c40 = S::fma(ar, b0, c40), c41 = S::fma(ar, b1, c41);
+    ar = S::broadcast(a + 5);
+    c50 = S::fma(ar, b0, c50), c51 = S::fma(ar, b1, c51);
+  }
+  alignas(32) T sums[kRows][2 * L];
+  const V acc[kRows][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+  if (rows == kRows && cols == 2 * L) {
+    for (int r = 0; r < kRows; ++r) {
+      T* c = C + int64_t(r) * ldc;
+      S::store(c, first_block ? acc[r][0] : S::add(S::load(c), acc[r][0]));
+      S::store(c + L, first_block ? acc[r][1] : S::add(S::load(c + L), acc[r][1]));
+    }
+    return;
+  }
+  // A tile at the edge of C: the same sums, written element by element (one IEEE add, as in the vector path).
+  for (int r = 0; r < kRows; ++r) S::store(sums[r], acc[r][0]), S::store(sums[r] + L, acc[r][1]);
+  for (int r = 0; r < rows; ++r)
+    for (int j = 0; j < cols; ++j) {
+      T& c = C[int64_t(r) * ldc + j];
+      c = first_block ? sums[r][j] : c + sums[r][j];
+    }
+}
+
+// A packed (pack_a), B packed (packed_b_size) -> C (M,N), leading dim ldc
+template <typename T>
+void gemm_packed(int M, int N, int K, const T* A_packed, const T* B_packed, T* C, int ldc) {
+  constexpr int NR = kCols<T>;
+  const int panels = int(round_up(N, NR) / NR), chunks = (panels + kPanelsPerChunk - 1) / kPanelsPerChunk;
+  const int row_panels = int(round_up(M, kRows) / kRows);
+#pragma omp parallel for schedule(static)
+  for (int chunk = 0; chunk < chunks; ++chunk) {
+    const int first_panel = chunk * kPanelsPerChunk, end_panel = std::min(panels, first_panel + kPanelsPerChunk);
+    for (int k0 = 0; k0 < K; k0 += kKBlock) {
+      const int kc = std::min(K - k0, kKBlock);
+      for (int rp = 0; rp < row_panels; ++rp) {
+        const T* a = A_packed + int64_t(rp) * K * kRows + int64_t(k0) * kRows;
+        const int m0 = rp * kRows, rows = std::min(kRows, M - m0);
+        for (int panel = first_panel; panel < end_panel; ++panel) {
+          const T* b = B_packed + int64_t(panel) * K * NR + int64_t(k0) * NR;
+          const int n0 = panel * NR, cols = std::min(NR, N - n0);
+          register_tile(kc, a, b, C + int64_t(m0) * ldc + n0, ldc, rows, cols, k0 == 0);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace ssd
