@@ -182,6 +182,17 @@ def test_conv2d_fuzz(inp, weight, bias, stride, pad, dilation, reference):
         assert result.shape[:2] == (inp.shape[0], weight.shape[0]) and result.dtype == np.float32
 
 
+@settings(FUZZ, max_examples=200)
+@given(dout=hostile_arrays((1, 3, 4, 4), np.float32), inp=hostile_arrays((1, 2, 6, 6), np.float32),
+       weight=hostile_arrays((3, 2, 3, 3), np.float32), stride=st.integers(-1, 4), pad=st.integers(-2, 4),
+       dilation=st.integers(-1, 3))
+def test_conv2d_backward_fuzz(dout, inp, weight, stride, pad, dilation):
+    status, result = _call("conv2d_backward", ssd_native.conv2d_backward_float32, dout, inp, weight, stride=stride,
+                           pad=pad, dilation=dilation)
+    if status == "ok":
+        assert [g.shape for g in result] == [inp.shape, weight.shape, (weight.shape[0],)]
+
+
 STAGES = ["backbone.conv1_1", "backbone.pool3", "backbone.conv4_3_l2norm", "head.conf.2", "loc_head", "priors",
           "match.labels", "loss.cls_per_prior", "mining.negatives", "loss.total", "nonsense", ""]
 STAGE_INPUTS = {"input": (1, 3, 300, 300), "backbone.conv3_3": (1, 32, 75, 75), "backbone.conv4_3": (1, 64, 38, 38),
@@ -263,7 +274,7 @@ def test_switches_fuzz(names, threads):
 
 def test_model_is_unharmed_and_enough_calls_were_made(narrow_native, baseline):
     assert baseline.still_holds(narrow_native)
-    fuzzers = {"forward", "forward_backward", "conv2d", "isolated", "ModelFloat32", "sgd_step", "set_faults"}
+    fuzzers = {"forward", "forward_backward", "conv2d", "conv2d_backward", "isolated", "ModelFloat32", "sgd_step", "set_faults"}
     if not fuzzers <= set(CALLS):
         pytest.skip("run with the whole module to count calls")
     print(f"\nfuzz: {sum(CALLS.values())} native calls: {dict(CALLS)}")
