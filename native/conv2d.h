@@ -30,20 +30,37 @@ inline int conv_tile_pixels(const ConvGeometry& g) {
   return int(std::max<int64_t>(1, std::min<int64_t>(pixels, kColumnBudget / g.patch())));
 }
 
+// Output pixels [p0, p1) as runs along output rows: visit(y0, x0s, count, q) for each run, where y0 = oy*stride - pad
+// and x0s = ox0*stride - pad locate the run's first window and q is the run's offset in the tile. Walking runs
+// instead of dividing every pixel index made im2col/col2im several times faster at the 300x300 layers.
+template <typename Visit>
+void for_each_output_run(const ConvGeometry& g, int p0, int p1, Visit visit) {
+  const int OW = g.OW();
+  for (int p = p0; p < p1;) {
+    const int oy = p / OW, ox0 = p % OW, count = std::min(OW - ox0, p1 - p);
+    visit(oy * g.stride - g.pad, ox0 * g.stride - g.pad, count, p - p0);
+    p += count;
+  }
+}
+
 // inp (C,H,W) -> col (C*KH*KW, p1-p0) for output pixels [p0, p1); out-of-image taps read 0
 template <typename T>
 void im2col(T* col, const T* inp, const ConvGeometry& g, int p0, int p1) {
-  const int OW = g.OW(), n = p1 - p0;
+  const int n = p1 - p0;
 #pragma omp parallel for schedule(static)
   for (int row = 0; row < g.patch(); ++row) {
     const int c = row / (g.KH * g.KW), kh = (row / g.KW) % g.KH, kw = row % g.KW;
     const T* plane = inp + int64_t(c) * g.H * g.W;
     T* dst = col + int64_t(row) * n;
-    for (int p = p0; p < p1; ++p) {
-      const int iy = (p / OW) * g.stride - g.pad + kh * g.dilation;
-      const int ix = (p % OW) * g.stride - g.pad + kw * g.dilation;
-      dst[p - p0] = (iy >= 0 && iy < g.H && ix >= 0 && ix < g.W) ? plane[iy * g.W + ix] : T(0);
-    }
+    for_each_output_run(g, p0, p1, [&](int y0, int x0s, int count, int q) {
+      const int iy = y0 + kh * g.dilation, x0 = x0s + kw * g.dilation;
+      const bool row_inside = iy >= 0 && iy < g.H;
+      const T* src = row_inside ? plane + int64_t(iy) * g.W : plane;
+      for (int j = 0; j < count; ++j) {
+        const int ix = x0 + j * g.stride;
+        dst[q + j] = (row_inside && ix >= 0 && ix < g.W) ? src[ix] : T(0);
+      }
+    });
   }
 }
 
@@ -89,19 +106,24 @@ void im2col_packed(T* packed, const T* inp, const ConvGeometry& g, int p0, int p
 // col (C*KH*KW, p1-p0) -> grad_inp (C,H,W), adding each column entry back to the input pixel it was read from
 template <typename T>
 void col2im_add(T* grad_inp, const T* col, const ConvGeometry& g, int p0, int p1) {
-  const int OW = g.OW(), n = p1 - p0, taps = g.KH * g.KW;
-  // One thread per input channel: the rows of one channel all write into the same plane.
+  const int n = p1 - p0, taps = g.KH * g.KW;
+  // One thread per input channel: the rows of one channel all write into the same plane. Within a plane the
+  // additions run in tap order, then pixel order, whatever the thread count.
 #pragma omp parallel for schedule(static)
   for (int c = 0; c < g.C; ++c) {
     T* plane = grad_inp + int64_t(c) * g.H * g.W;
     for (int t = 0; t < taps; ++t) {
       const int kh = t / g.KW, kw = t % g.KW;
       const T* src = col + int64_t(c * taps + t) * n;
-      for (int p = p0; p < p1; ++p) {
-        const int iy = (p / OW) * g.stride - g.pad + kh * g.dilation;
-        const int ix = (p % OW) * g.stride - g.pad + kw * g.dilation;
-        if (iy >= 0 && iy < g.H && ix >= 0 && ix < g.W) plane[iy * g.W + ix] += src[p - p0];
-      }
+      for_each_output_run(g, p0, p1, [&](int y0, int x0s, int count, int q) {
+        const int iy = y0 + kh * g.dilation, x0 = x0s + kw * g.dilation;
+        if (iy < 0 || iy >= g.H) return;
+        T* dst = plane + int64_t(iy) * g.W;
+        for (int j = 0; j < count; ++j) {
+          const int ix = x0 + j * g.stride;
+          if (ix >= 0 && ix < g.W) dst[ix] += src[q + j];
+        }
+      });
     }
   }
 }
