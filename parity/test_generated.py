@@ -4,6 +4,8 @@ random weights and images) pass on every tensor, propagated and isolated.
 `make test` runs a few examples; `make sweep` runs 60. The examples come from a fixed seed: the same scenarios every
 run, so a failure reproduces; PARITY_GENERATED_SEED picks another set."""
 
+import hashlib
+import json
 import os
 
 from hypothesis import HealthCheck, Phase, given, seed, settings, strategies as st
@@ -25,7 +27,10 @@ def generated_scenarios(draw) -> Scenario:
         {"objects": [n, n], "border": draw(st.booleans()), "shared_prior_pair": draw(st.booleans())}
         for n in draw(st.lists(st.integers(0, 20), min_size=batch_size, max_size=batch_size)))
     weights_seed, image_seed = draw(st.integers(0, 2**16)), draw(st.integers(0, 2**16))
-    return Scenario(name=f"generated-w{weights_seed}-i{image_seed}", config="narrow", batch_size=batch_size,
+    # The name carries a digest of the per-image specs too: two drawn scenarios that share seeds and batch size but
+    # differ in boxes must not share a case id, or the report would keep only one of them.
+    specs = hashlib.sha256(json.dumps(image_specs, sort_keys=True).encode()).hexdigest()[:8]
+    return Scenario(name=f"generated-w{weights_seed}-i{image_seed}-s{specs}", config="narrow", batch_size=batch_size,
                     weights_seed=weights_seed, image_seed=image_seed, image_specs=image_specs)
 
 
@@ -41,3 +46,11 @@ def test_generated_scenario_passes_everywhere(scenario, record):
         record(result)
     failed = [r for r in results if not r.passed]
     assert not failed, f"{scenario}:\n" + "\n".join(explain(r) for r in failed[:3])
+
+
+@settings(max_examples=200)
+@given(first=generated_scenarios(), second=generated_scenarios())
+def test_drawn_scenarios_share_an_id_only_when_equal(first, second):
+    # The report keys runs by case id: distinct scenarios under one id would silently drop one of them.
+    if first.id == second.id:
+        assert first == second
