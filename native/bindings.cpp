@@ -285,7 +285,7 @@ py::dict train_step(Model<T>& model, const py::handle& images_obj, const py::han
     py::gil_scoped_release release;
     model.forward(batch.images);
     model.loss(batch.boxes, batch.labels);
-    model.backward();
+    model.backward(/*keep_tap_grads=*/false, /*keep_taps=*/false);
     model.sgd_step(config);
   }
   return losses(model);

@@ -62,7 +62,9 @@ class Model {
 
   // After loss: d loss.total / d every tap ("grad/<tap>") and every parameter ("param_grad/<key>"), recorded.
   // Parameter gradients are zeroed here, once per step.
-  void backward();
+  // keep_tap_grads: keep d loss / d every tap for the caller; keep_taps: keep every forward output (a training
+  // step needs neither: only the parameter gradients and the losses)
+  void backward(bool keep_tap_grads = true, bool keep_taps = true);
 
   // After backward: every weight updated from its parameter gradient as torch.optim.SGD does (momentum buffers
   // kept here, created on the first step).
@@ -106,6 +108,8 @@ class Model {
   T loss_normalizer() const;
   Tensor<T>& grad(const std::string& tap);
   Tensor<T>& take_output_grad(const std::string& tap);
+  std::vector<T> consume_output_grad(const std::string& tap);
+  void release_tap(const std::string& tap);
   void conv_backward(const std::string& out, const std::string& in, const std::string& prefix, int stride, int pad,
                      int dil, bool relu);
   void head_backward();
@@ -124,6 +128,7 @@ class Model {
   std::map<std::string, Tensor<T>> l2norm_norm_;             // per-pixel norms, kept for backward
   std::map<std::string, Tensor<int64_t>> index_taps_;        // match.*, mining.* (0/1)
   std::map<std::string, Tensor<T>> grads_;                   // d loss / d tap, by tap name
+  bool keep_tap_grads_ = true, keep_taps_ = true;
   std::map<std::string, Tensor<T>> param_grads_;             // d loss / d weight, by state_dict key
   std::map<std::string, Tensor<T>> momentum_;                // SGD momentum buffers, by state_dict key
   // Isolated backward only: the reference's output gradients, the ReLU decisions to replay, and the results.

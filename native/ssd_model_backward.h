@@ -28,6 +28,25 @@ Tensor<T>& Model<T>::take_output_grad(const std::string& tap) {
   return g;
 }
 
+// The values of a stage's output gradient for its backward. Unless every tap's gradient is kept (forward_backward
+// returns them all), the tap's entry is dropped here, as autograd frees a gradient once it has been used: a training
+// step then never holds more than a few activation gradients at once.
+template <typename T>
+std::vector<T> Model<T>::consume_output_grad(const std::string& tap) {
+  Tensor<T>& g = take_output_grad(tap);
+  if (keep_tap_grads_) return g.data;
+  std::vector<T> values = std::move(g.data);
+  grads_.erase(tap);
+  return values;
+}
+
+// A forward output no later backward stage reads (its producer's backward has used it), dropped when the caller
+// does not keep the trace: a training step frees activations as it goes, as autograd does.
+template <typename T>
+void Model<T>::release_tap(const std::string& tap) {
+  if (!keep_taps_) taps_.erase(tap);
+}
+
 template <typename T>
 void Model<T>::conv_backward(const std::string& out, const std::string& in, const std::string& prefix, int stride,
                              int pad, int dil, bool relu) {
@@ -36,7 +55,7 @@ void Model<T>::conv_backward(const std::string& out, const std::string& in, cons
   const ConvGeometry g = conv_geometry(prefix, shapes_.at(in), stride, pad, dil);
   const int B = int(x.dim(0));
   const int64_t in_size = int64_t(g.C) * g.H * g.W, out_size = int64_t(g.OC) * g.OH() * g.OW();
-  std::vector<T> dpre(take_output_grad(out).data);  // d loss / d conv output, before the ReLU
+  std::vector<T> dpre = consume_output_grad(out);  // d loss / d conv output, before the ReLU
   if (relu) {
     auto routed = relu_pass_.find(out);
     if (routed == relu_pass_.end())
@@ -44,6 +63,7 @@ void Model<T>::conv_backward(const std::string& out, const std::string& in, cons
     else
       relu_backward_routed(dpre.data(), dpre.data(), routed->second.ptr(), y.numel());
   }
+  release_tap(out);  // y is not read again
   T* dinp = in == "input" ? nullptr : grad(in).ptr();
   // The frozen-layer fault: the layer's gradients go to a scratch buffer that nobody reads.
   Tensor<T> unused_w, unused_b;
@@ -89,7 +109,7 @@ void Model<T>::head_backward() {
   const int64_t P = loc.dim(1);
   for (bool is_loc : {true, false}) {
     const int D = is_loc ? 4 : K;
-    const Tensor<T>& djoined = take_output_grad(is_loc ? "loc_head" : "conf_head");
+    const std::vector<T> djoined = consume_output_grad(is_loc ? "loc_head" : "conf_head");
     int64_t offset = 0;
     for (size_t k = 0; k < heads_.sources.size(); ++k) {
       const std::string name = std::string(is_loc ? "head.loc." : "head.conf.") + std::to_string(k);
@@ -99,7 +119,7 @@ void Model<T>::head_backward() {
       Tensor<T>& dconv = grad(name);
       const int64_t count = int64_t(src.H) * src.W * A;
       for (int n = 0; n < B; ++n)
-        head_scatter_backward(dconv.ptr() + n * conv_size, djoined.ptr(), A, D, src.H, src.W,
+        head_scatter_backward(dconv.ptr() + n * conv_size, djoined.data(), A, D, src.H, src.W,
                               head_first_row(n, B, P, offset, count));
       offset += count;
       conv_backward(name, heads_.sources[k], head_param(is_loc, int(k)), 1, 1, 1, /*relu=*/false);
@@ -117,26 +137,29 @@ void Model<T>::backbone_backward() {
     const MapShape in = shapes_.at(op->in), out = shapes_.at(op->out);
     const int B = int(taps_.at(op->in).dim(0));
     const int64_t in_size = int64_t(in.C) * in.H * in.W, out_size = int64_t(out.C) * out.H * out.W;
-    const Tensor<T>& dout = take_output_grad(op->out);
+    const std::vector<T> dout = consume_output_grad(op->out);
     Tensor<T>& dinp = grad(op->in);
     if (op->kind == OpKind::MaxPool) {
       const PoolGeometry g{in.C, in.H, in.W, op->kernel, op->stride, op->pad, op->ceil_mode};
       const std::vector<int32_t>& argmax = pool_argmax_.at(op->out);
       for (int n = 0; n < B; ++n)
-        maxpool_backward(dinp.ptr() + n * in_size, dout.ptr() + n * out_size, argmax.data() + n * out_size, g);
+        maxpool_backward(dinp.ptr() + n * in_size, dout.data() + n * out_size, argmax.data() + n * out_size, g);
     } else {
       const int HW = in.H * in.W;
       const Tensor<T>& x = taps_.at(op->in);
       const Tensor<T>& norm = l2norm_norm_.at(op->out);
       for (int n = 0; n < B; ++n)
-        l2norm_backward(dinp.ptr() + n * in_size, param_grads_.at(op->param).ptr(), dout.ptr() + n * out_size,
+        l2norm_backward(dinp.ptr() + n * in_size, param_grads_.at(op->param).ptr(), dout.data() + n * out_size,
                         x.ptr() + n * in_size, weight(op->param).ptr(), norm.ptr() + n * HW, in.C, HW);
     }
+    release_tap(op->out);
   }
 }
 
 template <typename T>
-void Model<T>::backward() {
+void Model<T>::backward(bool keep_tap_grads, bool keep_taps) {
+  keep_tap_grads_ = keep_tap_grads;
+  keep_taps_ = keep_taps;
   grads_.clear();
   // Zeroed once per step; the not-zeroed fault keeps the previous step's sums (from the second step on).
   if (!fault_on(Fault::GradsNotZeroed) || param_grads_.size() != weights_.size()) {

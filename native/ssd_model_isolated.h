@@ -163,7 +163,7 @@ void Model<T>::isolated_backward(std::map<std::string, Tensor<T>> taps,
 
   replay_grads_ = &grads;
   try {
-    backward();
+    backward(/*keep_tap_grads=*/false);  // the results are isolated_grads_; the reference's copies go once used
   } catch (...) {
     replay_grads_ = nullptr;
     throw;
