@@ -90,9 +90,10 @@ def compare_tensor(
     context: dict | None = None,
     strict_oracle: np.ndarray | None = None,
     inherited: float = 1.0,
+    fed_by: int | None = None,
 ) -> TensorResult:
     """context: for mining.negatives, the per-prior losses and labels of each side (see compare_traces);
-    strict_oracle: what native64 is held to (default: oracle)."""
+    strict_oracle: what native64 is held to (default: oracle); fed_by: see tolerance.oracle_bound."""
     strict_oracle = oracle if strict_oracle is None else strict_oracle
     kind = tensor_kind(name)
     result = TensorResult(name, kind, case, batch_size, [], "", "pass")
@@ -112,7 +113,7 @@ def compare_tensor(
 
     _check_nonfinite(result, native, reference)
     result.metrics = error_metrics(native, reference)
-    _judge_against_oracle(result, native, reference, oracle, inherited)
+    _judge_against_oracle(result, native, reference, oracle, inherited, fed_by)
     if native64 is not None:
         _judge_strict64(result, native64, strict_oracle)
     result.verdict = "fail" if result.reasons else "pass"
@@ -131,13 +132,13 @@ def _check_nonfinite(result, native, reference) -> None:
         )
 
 
-def _judge_against_oracle(result, native, reference, oracle, inherited) -> None:
+def _judge_against_oracle(result, native, reference, oracle, inherited, fed_by=None) -> None:
     """The float32 verdict: priors bit-identical to the reference, everything else within the oracle bounds."""
     if result.kind == "priors":
         bound = exact_bound("same construction as torchvision's DefaultBoxGenerator at the same precision")
         yardstick = reference.astype(np.float64)
     else:
-        bound = oracle_bound(reference, oracle, inherited)
+        bound = oracle_bound(reference, oracle, inherited, fed_by)
         yardstick = oracle
     both_finite = np.isfinite(native) & np.isfinite(reference)
     error = np.where(both_finite, np.abs(native.astype(np.float64) - yardstick), 0.0)
@@ -229,9 +230,14 @@ def compare_traces(case: str, batch_size: int, native: dict, reference: dict, or
     strict_oracle = oracle if strict_oracle is None else strict_oracle
     context = _negatives_context(native, reference, oracle, native64, strict_oracle)
     results, inherited = [], 1.0
+    output_gradient_nonzero = None  # of the last grad/<tap>: the layer whose parameter gradients follow it
     for n in names:
+        if n.startswith("grad/") and oracle.get(n) is not None:
+            output_gradient_nonzero = int(np.count_nonzero(oracle[n]))
+        fed_by = output_gradient_nonzero if n.startswith("param_grad/") else None
         result = compare_tensor(n, case, batch_size, native.get(n), reference.get(n), oracle.get(n),
-                                None if native64 is None else native64.get(n), context, strict_oracle.get(n), inherited)
+                                None if native64 is None else native64.get(n), context, strict_oracle.get(n), inherited,
+                                fed_by)
         result.ties += (routing_ties or {}).get(n, 0)
         results.append(result)
         if result.passed:
