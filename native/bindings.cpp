@@ -206,12 +206,11 @@ py::array_t<T> conv2d(const py::handle& inp_obj, const py::handle& weight_obj, c
     py::gil_scoped_release release;
     GuardedScratch<T> packed_weight, scratch;
     const int64_t in_size = int64_t(g.C) * g.H * g.W, out_size = int64_t(g.OC) * g.OH() * g.OW();
-    for (int64_t n = 0; n < inp.dim(0); ++n) {
-      if (reference)
+    if (reference)
+      for (int64_t n = 0; n < inp.dim(0); ++n)
         conv2d_forward_reference(out.ptr() + n * out_size, inp.ptr() + n * in_size, weight.ptr(), bias.ptr(), g);
-      else
-        conv2d_forward(out.ptr() + n * out_size, inp.ptr() + n * in_size, weight.ptr(), bias.ptr(), g, packed_weight, scratch);
-    }
+    else
+      conv2d_forward(out.ptr(), inp.ptr(), int(inp.dim(0)), weight.ptr(), bias.ptr(), g, packed_weight, scratch);
   }
   return array_from_tensor(out);
 }

@@ -128,25 +128,31 @@ void col2im_add(T* grad_inp, const T* col, const ConvGeometry& g, int p0, int p1
   }
 }
 
-// inp (C,H,W), weight (OC,C,KH,KW), bias (OC) -> out (OC,OH,OW)
+// inp (B,C,H,W), weight (OC,C,KH,KW), bias (OC) -> out (B,OC,OH,OW). The weights are packed once per call; each
+// image is then computed alone, so a sample's result does not depend on the batch it came in.
 template <typename T>
-void conv2d_forward(T* out, const T* inp, const T* weight, const T* bias, const ConvGeometry& g,
+void conv2d_forward(T* out, const T* inp, int batch, const T* weight, const T* bias, const ConvGeometry& g,
                     GuardedScratch<T>& packed_weight, GuardedScratch<T>& packed_columns) {
   const int pixels = g.OH() * g.OW(), K = g.patch();
+  const int64_t in_size = int64_t(g.C) * g.H * g.W, out_size = int64_t(g.OC) * pixels;
   pack_a(packed_weight.resize(packed_a_size<T>(g.OC, K)), weight, K, g.OC, K);
   const int tile = int(round_up(conv_tile_pixels(g), kCols<T>));
   T* columns = packed_columns.resize(packed_b_size<T>(tile, K));
-  for (int p0 = 0; p0 < pixels; p0 += tile) {
-    const int p1 = std::min(pixels, p0 + tile);
-    im2col_packed(columns, inp, g, p0, p1);
-    gemm_packed(g.OC, p1 - p0, K, packed_weight.data(), columns, out + p0, pixels);
+  for (int n = 0; n < batch; ++n) {
+    T* image_out = out + n * out_size;
+    for (int p0 = 0; p0 < pixels; p0 += tile) {
+      const int p1 = std::min(pixels, p0 + tile);
+      im2col_packed(columns, inp + n * in_size, g, p0, p1);
+      gemm_packed(g.OC, p1 - p0, K, packed_weight.data(), columns, image_out + p0, pixels);
+    }
+#pragma omp parallel for schedule(static)
+    for (int oc = 0; oc < g.OC; ++oc) {
+      T* row = image_out + int64_t(oc) * pixels;
+      for (int p = 0; p < pixels; ++p) row[p] += bias[oc];
+    }
   }
   packed_weight.check("conv2d_forward (packed weights)");
   packed_columns.check("conv2d_forward (packed im2col)");
-  for (int oc = 0; oc < g.OC; ++oc) {
-    T* row = out + int64_t(oc) * pixels;
-    for (int p = 0; p < pixels; ++p) row[p] += bias[oc];
-  }
 }
 
 // dout (OC,OH,OW), inp (C,H,W), weight (OC,C,KH,KW) -> grad_inp (C,H,W) +=, grad_weight (OC,C,KH,KW) +=,

@@ -26,7 +26,9 @@ inline void blas_gemm(bool ta, bool tb, int M, int N, int K, double alpha, const
 template <typename T>
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, T alpha, const T* A, int lda, const T* B, int ldb,
           T beta, T* C, int ldc) {
-  constexpr int kChunkColumns = 512;
+  // 128 columns: even the deep layers' 455-pixel tiles and the 576-wide weight gradients split into enough chunks
+  // to keep both cores busy (512 left one idle there).
+  constexpr int kChunkColumns = 128;
   const int chunks = (N + kChunkColumns - 1) / kChunkColumns;
 #pragma omp parallel for schedule(dynamic)
   for (int chunk = 0; chunk < chunks; ++chunk) {

@@ -110,12 +110,8 @@ void Model<T>::run_conv(const std::string& out, const std::string& in, const std
   const int B = int(x.dim(0));
   const ConvGeometry g = conv_geometry(prefix, shapes_.at(in), stride, pad, dil);
   Tensor<T> y({B, g.OC, g.OH(), g.OW()});
-  const int64_t in_size = int64_t(g.C) * g.H * g.W, out_size = int64_t(g.OC) * g.OH() * g.OW();
-  for (int n = 0; n < B; ++n) {
-    // Each image is computed alone, so a sample's result does not depend on the batch it came in.
-    conv2d_forward(y.ptr() + n * out_size, x.ptr() + n * in_size, weight(prefix + ".weight").ptr(),
-                   weight(prefix + ".bias").ptr(), g, packed_weight_, scratch_);
-  }
+  conv2d_forward(y.ptr(), x.ptr(), B, weight(prefix + ".weight").ptr(), weight(prefix + ".bias").ptr(), g,
+                 packed_weight_, scratch_);
   if (relu) relu_forward(y.ptr(), y.numel());
   record(out, std::move(y));
 }
