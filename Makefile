@@ -16,7 +16,7 @@ STEPS ?= 16
 LAYER ?= conf_head
 PYTEST_ARGS ?=
 
-.PHONY: install test parity diff faults sweep train-parity fixtures golden asan clean
+.PHONY: install test parity diff faults sweep train-parity fixtures golden asan bench clean
 
 install: $(NATIVE_STAMP)
 
@@ -54,8 +54,10 @@ golden: install
 	$(PY) -m parity golden
 
 # The native module built with AddressSanitizer + UndefinedBehaviorSanitizer (+ _GLIBCXX_ASSERTIONS), run under the
-# fuzz tests, the bad-input and golden tests and the narrow parity sweep; any sanitizer report stops the run.
+# fuzz tests, the bad-input, guard and golden tests and the narrow parity sweep at batch 1 plus the two-step case
+# (about 20 minutes; ASAN_CASES="narrow" for every narrow case, about 45); any sanitizer report stops the run.
 ASAN_BUILD := build/asan
+ASAN_CASES ?= narrow-B1 or two_steps
 asan: install
 	$(VENV)/bin/cmake -S native -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSSD_SANITIZE=ON \
 		-DPython_EXECUTABLE=$(abspath $(PY)) -Dpybind11_DIR=$$($(PY) -c "import pybind11; print(pybind11.get_cmake_dir())")
@@ -63,8 +65,9 @@ asan: install
 	ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libstdc++.so)" \
 		$(PY) -m parity.sanitized $(ASAN_BUILD)/ssd_native$$($(PY) -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))") \
-		tests/test_fuzz_native.py tests/test_bad_input.py tests/test_golden.py parity \
-		-k "not ssd300 and not default and not generated and not somewhere" -p no:cacheprovider --parity-report reports/asan-report.json
+		tests/test_fuzz_native.py tests/test_bad_input.py tests/test_scratch_guards.py tests/test_golden.py parity \
+		-k "($(ASAN_CASES)) and not ssd300 and not default and not generated and not somewhere or test_fuzz or test_bad or test_scratch or test_golden" \
+		-p no:cacheprovider --parity-report reports/asan-report.json
 
 faults: install
 	$(PY) -m parity faults
@@ -72,6 +75,11 @@ faults: install
 # The clean sweep over generated scenarios (about 20 minutes on 2 cores); its report is reports/generated.json.
 sweep: install
 	PARITY_GENERATED_EXAMPLES=60 $(PY) -m pytest parity/test_generated.py --parity-report reports/generated.json $(PYTEST_ARGS)
+
+# Native against PyTorch on the same cores: training step, forward, every conv layer, memory, scaling and the
+# harness's cost, as ratios from one run (about 10 minutes; run it on an otherwise idle machine).
+bench: install
+	$(PY) -m parity bench --output reports/bench.json
 
 clean:
 	rm -rf build reports $(NATIVE_STAMP)
