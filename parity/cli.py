@@ -1,6 +1,7 @@
 """Command line: `python -m parity run` (one scenario, every tensor), `diff LAYER` (one tensor explained),
 `compare --native-dump DIR` (a port's dump against the reference), `dump` (this project's module as a dump) and
-`faults` (the fault catalogue, each bug switched on: detected and localized?)."""
+`faults` (the fault catalogue, each bug switched on: detected and localized?) and `bench` (native against
+PyTorch: speed, memory, scaling and the harness's own cost)."""
 
 import argparse
 import sys
@@ -173,6 +174,16 @@ def cmd_diff(args) -> int:
     return diff_layer(args.layer, args.scenario, args.batch_sizes)
 
 
+def cmd_bench(args) -> int:
+    import os
+
+    from .bench import run
+
+    if args.repeats < 1:
+        raise ValueError(f"--repeats must be >= 1, got {args.repeats}")
+    return run(args.repeats, args.threads or os.cpu_count(), Path(args.output), wide_console())
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m parity", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -204,10 +215,15 @@ def main(argv=None) -> int:
     sub.add_parser("golden", help="check the native module against the golden traces, without torch")
     faults = sub.add_parser("faults", help="switch on each catalogued porting bug; detected and localized?")
     faults.add_argument("only", nargs="*", help="fault names (default: all)")
+    bench = sub.add_parser("bench", help="native against PyTorch: time, GFLOP/s, memory, scaling, harness cost")
+    bench.add_argument("--repeats", type=int, default=3)
+    bench.add_argument("--threads", type=int, default=0, help="threads for both sides (default: every core)")
+    bench.add_argument("--output", default="reports/bench.json")
     args = parser.parse_args(argv)
     try:
         commands = {"run": cmd_run, "diff": cmd_diff, "compare": cmd_compare, "dump": cmd_dump, "faults": cmd_faults,
-                    "train": cmd_train, "fixtures": cmd_fixtures, "golden": cmd_golden}
+                    "train": cmd_train, "fixtures": cmd_fixtures, "golden": cmd_golden,
+                    "bench": cmd_bench}
         return commands[args.command](args)
     except ValueError as error:
         wide_console(stderr=True).print(f"[red]error:[/red] {error}")

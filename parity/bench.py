@@ -1,0 +1,307 @@
+"""`make bench`: the native SSD300 against PyTorch on the same cores and the same thread count, in one run.
+
+Every number is the minimum (and median) of repeated runs after a warm-up run, and every verdict is a ratio
+between two numbers measured in this run, never an absolute time: these machines are shared and noisy.
+
+- the training step (forward, MultiBox loss, backward, SGD update) of SSD300 at batch 1 and 4, and forward alone
+  at batch 1 (native: what a deployed model returns, the head outputs; PyTorch: backbone + head, no hooks);
+- every convolution of SSD300 at batch 1, forward and backward, with GFLOP/s beside the machine's sgemm rate
+  (numpy's OpenBLAS on a conv-shaped GEMM, measured here);
+- peak resident memory of each side for the batch-4 step, each side in a fresh process of its own;
+- time per image at batch 1, 2, 4 and 8, both sides;
+- the harness: the whole parity run of SSD300 at batch 4 (four sides with every tap, the tie replays, every
+  comparison, the isolated replays, the report) against the bare training steps of the same four sides.
+"""
+
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+DEFAULT_OUTPUT = Path("reports/bench.json")
+SCENARIO = "default"  # the full SSD300, 21 classes
+SGD = dict(lr=1e-3, momentum=0.9, weight_decay=5e-4)
+
+
+@dataclass
+class Timing:
+    min_s: float
+    median_s: float
+    runs: int
+
+    def as_dict(self) -> dict:
+        return {"min_s": self.min_s, "median_s": self.median_s, "runs": self.runs}
+
+
+def timed(function, repeats: int) -> Timing:
+    """One warm-up call, then `repeats` timed calls."""
+    function()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return Timing(min(times), statistics.median(times), repeats)
+
+
+def ratio(native: Timing, torch_side: Timing) -> float:
+    return native.min_s / torch_side.min_s
+
+
+class Sides:
+    """The native model and the PyTorch model on the same weights, with bare (tap-free) steps."""
+
+    def __init__(self, dtype=np.float32):
+        import torch
+
+        from reference.configs import get_config
+        from reference.model import build_reference, state_dict_arrays
+        from .sides import NATIVE_MODELS, TORCH_DTYPES
+
+        scenario = self.scenario(1)
+        self.torch_model = build_reference(get_config(scenario.config), scenario.weights_seed, TORCH_DTYPES[np.dtype(dtype)])
+        self.native_model = NATIVE_MODELS[np.dtype(dtype)](state_dict_arrays(self.torch_model))
+        self.optimizer = torch.optim.SGD(self.torch_model.parameters(), **SGD)
+        self.dtype = dtype
+
+    @staticmethod
+    def scenario(batch_size: int):
+        from .scenario import load_scenarios
+
+        return load_scenarios(SCENARIO, [batch_size])[0]
+
+    def inputs(self, batch_size: int) -> tuple:
+        scenario = self.scenario(batch_size)
+        images = scenario.images().astype(self.dtype)
+        targets = scenario.targets()
+        return images, [b.astype(self.dtype) for b, _ in targets], [l for _, l in targets]
+
+    def native_step(self, batch: tuple):
+        return lambda: self.native_model.train_step(*batch, **SGD)
+
+    def native_forward(self, batch: tuple):
+        return lambda: self.native_model.forward(batch[0], all_taps=False)
+
+    def torch_forward(self, batch: tuple):
+        import torch
+
+        images = torch.from_numpy(batch[0])
+
+        def run():
+            with torch.no_grad():
+                self.torch_model.head(list(self.torch_model.backbone(images).values()))
+        return run
+
+    def torch_step(self, batch: tuple):
+        import torch
+        from torchvision.models.detection.image_list import ImageList
+
+        from reference.loss import run_loss
+
+        model, images = self.torch_model, torch.from_numpy(batch[0])
+        boxes = [torch.from_numpy(b) for b in batch[1]]
+        labels = [torch.from_numpy(l) for l in batch[2]]
+        size = images.shape[-1]
+
+        def run():
+            self.optimizer.zero_grad(set_to_none=True)
+            features = list(model.backbone(images).values())
+            head = model.head(features)
+            priors = model.anchor_generator(ImageList(images, [(size, size)] * images.shape[0]), features)[0]
+            losses = run_loss(model, head["bbox_regression"], head["cls_logits"], priors, boxes, labels)
+            losses["loss.total"].backward()
+            self.optimizer.step()
+        return run
+
+
+def sgemm_rate(repeats: int) -> dict:
+    """numpy's OpenBLAS sgemm on the conv3_x GEMM shape (256 x 2304 x 5625): the machine's reachable GEMM rate."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((256, 2304), dtype=np.float32)
+    b = rng.standard_normal((2304, 5625), dtype=np.float32)
+    t = timed(lambda: a @ b, repeats)
+    return {"shape": [256, 2304, 5625], "gflops": 2 * 256 * 2304 * 5625 / t.min_s / 1e9, **t.as_dict()}
+
+
+def conv_layers(sides: Sides) -> list:
+    """Every Conv2d of the reference with the input it sees at batch 1: (name, module, input array)."""
+    import torch
+
+    found = []
+    hooks = [m.register_forward_hook(lambda m, i, o, name=name: found.append((name, m, i[0].detach().numpy().copy())))
+             for name, m in sides.torch_model.named_modules() if isinstance(m, torch.nn.Conv2d)]
+    try:
+        sides.torch_forward(sides.inputs(1))()
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return found
+
+
+def layer_rows(sides: Sides, repeats: int) -> list:
+    import torch
+    import ssd_native
+
+    rows = []
+    for name, conv, x in conv_layers(sides):
+        w = conv.weight.detach().numpy()
+        b = conv.bias.detach().numpy()
+        (stride, _), (pad, _), (dil, _) = conv.stride, conv.padding, conv.dilation
+        out = torch.nn.functional.conv2d(torch.from_numpy(x), conv.weight, conv.bias, stride, pad, dil)
+        dout = np.random.default_rng(0).standard_normal(out.shape).astype(np.float32)
+        flops = 2.0 * out.numel() * w.shape[1] * w.shape[2] * w.shape[3]
+        tx, tw, tb, tdout = (torch.from_numpy(a) for a in (x, w, b, dout))
+        native_fwd = timed(lambda: ssd_native.conv2d_float32(x, w, b, stride=stride, pad=pad, dilation=dil), repeats)
+        torch_fwd = timed(lambda: torch.nn.functional.conv2d(tx, tw, tb, stride, pad, dil), repeats)
+        native_bwd = timed(lambda: ssd_native.conv2d_backward_float32(dout, x, w, stride=stride, pad=pad,
+                                                                      dilation=dil), repeats)
+        torch_bwd = timed(lambda: torch.ops.aten.convolution_backward(
+            tdout, tx, tw, [tw.shape[0]], [stride] * 2, [pad] * 2, [dil] * 2, False, [0, 0], 1, [True, True, True]),
+            repeats)
+        rows.append({
+            "layer": name, "input": list(x.shape), "weight": list(w.shape), "stride": stride, "pad": pad,
+            "dilation": dil, "forward_gflop": flops / 1e9,
+            "native_forward": native_fwd.as_dict(), "torch_forward": torch_fwd.as_dict(),
+            "native_backward": native_bwd.as_dict(), "torch_backward": torch_bwd.as_dict(),
+            "native_forward_gflops": flops / native_fwd.min_s / 1e9, "torch_forward_gflops": flops / torch_fwd.min_s / 1e9,
+            "native_backward_gflops": 2 * flops / native_bwd.min_s / 1e9,
+            "torch_backward_gflops": 2 * flops / torch_bwd.min_s / 1e9,
+        })
+    return rows
+
+
+def step_memory(sides: Sides, batch_size: int) -> dict:
+    """Peak resident memory of each side's first training step, each in a fresh process (parity/bench_memory.py)."""
+    from safetensors.numpy import save_file
+
+    from reference.model import state_dict_arrays
+
+    images, boxes, labels = sides.inputs(batch_size)
+    arrays = dict(state_dict_arrays(sides.torch_model), **{"batch.images": images})
+    arrays.update({f"batch.boxes.{i}": b for i, b in enumerate(boxes)})
+    arrays.update({f"batch.labels.{i}": l for i, l in enumerate(labels)})
+    measured = {}
+    with tempfile.TemporaryDirectory() as directory:
+        inputs = Path(directory) / "inputs.safetensors"
+        save_file({k: np.ascontiguousarray(v) for k, v in arrays.items()}, str(inputs))
+        for side in ("native", "torch"):
+            run = subprocess.run([sys.executable, "-m", "parity.bench_memory", side, str(batch_size), str(inputs)],
+                                 capture_output=True, text=True, check=False)
+            if run.returncode != 0:
+                raise RuntimeError(f"memory measurement of the {side} side failed:\n{run.stderr[-2000:]}")
+            measured[side] = json.loads(run.stdout.strip().splitlines()[-1])
+    return measured
+
+
+def harness_overhead(repeats: int) -> dict:
+    """The whole parity run of SSD300 at batch 4 against the bare steps of the four sides it compares."""
+    from .compare import compare_sides
+    from .isolated import isolated_results
+    from .report import build_report, write_report
+    from .sides import native_model_for, release_memory, run_sides
+
+    bare = 0.0
+    for dtype in (np.float32, np.float64):
+        sides = Sides(dtype)
+        batch = sides.inputs(4)
+        bare += timed(sides.native_step(batch), repeats).min_s + timed(sides.torch_step(batch), repeats).min_s
+        del sides
+        release_memory()
+    scenario = Sides.scenario(4)
+    start = time.perf_counter()
+    traces = run_sides(scenario)
+    results = compare_sides(traces)
+    results += isolated_results(traces, native_model_for(scenario))
+    with tempfile.TemporaryDirectory() as directory:
+        write_report(build_report(results), Path(directory) / "bench-parity.json")
+    harness = time.perf_counter() - start
+    del traces
+    release_memory()
+    return {"harness_s": harness, "bare_four_sides_s": bare, "ratio": harness / bare, "tensors": len(results)}
+
+
+def run(repeats: int, threads: int, output: Path, console) -> int:
+    import torch
+    import ssd_native
+
+    torch.set_num_threads(threads)
+    ssd_native.set_num_threads(threads)
+    result = {"threads": threads, "torch": torch.__version__, "repeats": repeats}
+    console.print(f"threads: {threads} (torch and native), minimum of {repeats} runs after a warm-up")
+
+    result["sgemm"] = sgemm_rate(repeats)
+    sides = Sides()
+    steps = {}
+    for batch_size in (1, 2, 4, 8):
+        batch = sides.inputs(batch_size)
+        steps[batch_size] = {"native": timed(sides.native_step(batch), repeats),
+                             "torch": timed(sides.torch_step(batch), repeats)}
+        console.print(f"training step B{batch_size}: native {steps[batch_size]['native'].min_s:.3f} s, "
+                      f"PyTorch {steps[batch_size]['torch'].min_s:.3f} s")
+    batch1 = sides.inputs(1)
+    forward = {"native": timed(sides.native_forward(batch1), repeats), "torch": timed(sides.torch_forward(batch1), repeats)}
+    result["step"] = {f"B{b}": {k: t.as_dict() for k, t in s.items()} | {"ratio": ratio(s["native"], s["torch"])}
+                      for b, s in steps.items()}
+    result["forward_B1"] = {k: t.as_dict() for k, t in forward.items()} | {"ratio": ratio(forward["native"], forward["torch"])}
+    result["per_image"] = {f"B{b}": {k: t.min_s / b for k, t in s.items()} for b, s in steps.items()}
+    result["layers"] = layer_rows(sides, repeats)
+    result["memory_B4"] = step_memory(sides, 4)
+    del sides
+    result["harness_B4"] = harness_overhead(max(1, repeats // 2))
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(result, indent=1))
+    return print_result(result, console, output)
+
+
+def print_result(result: dict, console, output: Path) -> int:
+    from rich.table import Table
+
+    layers = Table(title=f"convolutions at batch 1 (GFLOP/s; numpy sgemm here: {result['sgemm']['gflops']:.0f})")
+    for column in ("layer", "input", "forward native/torch", "fwd GFLOP/s native", "torch",
+                   "backward native/torch", "bwd GFLOP/s native", "torch"):
+        layers.add_column(column, justify="left" if column in ("layer", "input") else "right")
+    for row in result["layers"]:
+        layers.add_row(row["layer"], "x".join(map(str, row["input"][1:])),
+                       f"{row['native_forward']['min_s'] / row['torch_forward']['min_s']:.2f}",
+                       f"{row['native_forward_gflops']:.0f}", f"{row['torch_forward_gflops']:.0f}",
+                       f"{row['native_backward']['min_s'] / row['torch_backward']['min_s']:.2f}",
+                       f"{row['native_backward_gflops']:.0f}", f"{row['torch_backward_gflops']:.0f}")
+    console.print(layers)
+
+    scaling = Table(title="time per image of the training step (s)")
+    for column in ("batch", "native", "PyTorch", "native/PyTorch"):
+        scaling.add_column(column, justify="right")
+    for batch, per in result["per_image"].items():
+        scaling.add_row(batch, f"{per['native']:.3f}", f"{per['torch']:.3f}", f"{per['native'] / per['torch']:.2f}")
+    console.print(scaling)
+
+    memory = result["memory_B4"]
+    per_image = result["per_image"]
+    checks = [
+        ("training step B4, native/PyTorch time", result["step"]["B4"]["ratio"], 1.0),
+        ("forward B1, native/PyTorch time", result["forward_B1"]["ratio"], 1.0),
+        ("training step B4, native/PyTorch peak memory (step's increase)",
+         memory["native"]["step_peak_increase_mb"] / memory["torch"]["step_peak_increase_mb"], 1.0),
+        ("parity run B4 / bare runs of its four sides", result["harness_B4"]["ratio"], 1.5),
+        ("native time per image, B8/B1", per_image["B8"]["native"] / per_image["B1"]["native"], 1.0),
+        ("PyTorch time per image, B8/B1", per_image["B8"]["torch"] / per_image["B1"]["torch"], 1.0),
+    ]
+    summary = Table(title="targets (ratios from this run)")
+    for column in ("measure", "ratio", "target", "met"):
+        summary.add_column(column, justify="left" if column == "measure" else "right")
+    for measure, value, target in checks:
+        summary.add_row(measure, f"{value:.2f}", f"<= {target}", "yes" if value <= target else "[red]no[/red]")
+    console.print(summary)
+    console.print(f"peak RSS of the B4 step: native {memory['native']['peak_rss_mb']:.0f} MB "
+                  f"(+{memory['native']['step_peak_increase_mb']:.0f} MB for the step), PyTorch "
+                  f"{memory['torch']['peak_rss_mb']:.0f} MB (+{memory['torch']['step_peak_increase_mb']:.0f} MB)")
+    console.print(f"numbers: {output}")
+    result["targets"] = [{"measure": m, "ratio": v, "target": t, "met": v <= t} for m, v, t in checks]
+    output.write_text(json.dumps(result, indent=1))
+    return 0
