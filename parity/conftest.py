@@ -39,9 +39,11 @@ def _is_worker(config) -> bool:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node, error):
-    """pytest-xdist controller: a worker's judged results, handed over when it finishes."""
-    _collected.extend(TensorResult(**row) for row in node.workeroutput.get("parity_results", []))
-    _compared_anywhere.append(node.workeroutput.get("parity_compares", False))
+    """pytest-xdist controller: a worker's judged results, handed over when it finishes. A worker that died (killed
+    for memory, say) hands over nothing; xdist fails the test it was running and replaces it."""
+    output = getattr(node, "workeroutput", None) or {}
+    _collected.extend(TensorResult(**row) for row in output.get("parity_results", []))
+    _compared_anywhere.append(output.get("parity_compares", False))
 
 
 _compared_anywhere = []
