@@ -14,7 +14,7 @@ from pathlib import Path
 
 from safetensors.numpy import load_file
 
-SGD = dict(lr=1e-3, momentum=0.9, weight_decay=5e-4)
+from .bench import SGD, Sides  # bench imports torch only inside the functions that need it
 
 
 def _status_mb(field: str) -> float:
@@ -48,7 +48,6 @@ def torch_step(weights: dict, images, boxes, labels):
 
     from reference.configs import get_config
     from reference.model import build_reference
-    from .bench import Sides
 
     sides = Sides.__new__(Sides)
     scenario = Sides.scenario(len(images))
