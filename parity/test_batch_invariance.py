@@ -9,12 +9,13 @@ import pytest
 
 from reference.taps import FORWARD_TAPS
 
-from .cases import scenario_for
+from .cases import scenario_for, xdist_group
 from .sides import native_forward, reference_forward
 from .tolerance import oracle_bound
 
 BATCH = 4
-CONFIGS = ["default", "narrow"]
+# The full SSD300 runs in the full-SSD300 xdist group, never beside another full-SSD300 case (memory).
+CONFIGS = [pytest.param(name, marks=xdist_group(name, BATCH)) for name in ("default", "narrow")]
 
 
 @lru_cache(maxsize=2)
