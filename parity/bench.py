@@ -255,8 +255,24 @@ def run(repeats: int, threads: int, output: Path, console) -> int:
     del sides
     result["harness_B4"] = harness_overhead(max(1, repeats // 2))
     output.parent.mkdir(parents=True, exist_ok=True)
+    result["targets"] = targets(result)
     output.write_text(json.dumps(result, indent=1))
     return print_result(result, console, output)
+
+
+def targets(result: dict) -> list:
+    """The issue's targets as ratios from this run's numbers."""
+    memory, per_image = result["memory_B4"], result["per_image"]
+    checks = [
+        ("training step B4, native/PyTorch time", result["step"]["B4"]["ratio"], 1.0),
+        ("forward B1, native/PyTorch time", result["forward_B1"]["ratio"], 1.0),
+        ("training step B4, native/PyTorch peak memory (step's increase)",
+         memory["native"]["step_peak_increase_mb"] / memory["torch"]["step_peak_increase_mb"], 1.0),
+        ("parity run B4 / bare runs of its four sides", result["harness_B4"]["ratio"], 1.5),
+        ("native time per image, B8/B1", per_image["B8"]["native"] / per_image["B1"]["native"], 1.0),
+        ("PyTorch time per image, B8/B1", per_image["B8"]["torch"] / per_image["B1"]["torch"], 1.0),
+    ]
+    return [{"measure": m, "ratio": v, "target": t, "met": v <= t} for m, v, t in checks]
 
 
 def print_result(result: dict, console, output: Path) -> int:
@@ -282,26 +298,14 @@ def print_result(result: dict, console, output: Path) -> int:
     console.print(scaling)
 
     memory = result["memory_B4"]
-    per_image = result["per_image"]
-    checks = [
-        ("training step B4, native/PyTorch time", result["step"]["B4"]["ratio"], 1.0),
-        ("forward B1, native/PyTorch time", result["forward_B1"]["ratio"], 1.0),
-        ("training step B4, native/PyTorch peak memory (step's increase)",
-         memory["native"]["step_peak_increase_mb"] / memory["torch"]["step_peak_increase_mb"], 1.0),
-        ("parity run B4 / bare runs of its four sides", result["harness_B4"]["ratio"], 1.5),
-        ("native time per image, B8/B1", per_image["B8"]["native"] / per_image["B1"]["native"], 1.0),
-        ("PyTorch time per image, B8/B1", per_image["B8"]["torch"] / per_image["B1"]["torch"], 1.0),
-    ]
     summary = Table(title="targets (ratios from this run)")
     for column in ("measure", "ratio", "target", "met"):
         summary.add_column(column, justify="left" if column == "measure" else "right")
-    for measure, value, target in checks:
-        summary.add_row(measure, f"{value:.2f}", f"<= {target}", "yes" if value <= target else "[red]no[/red]")
+    for t in result["targets"]:
+        summary.add_row(t["measure"], f"{t['ratio']:.2f}", f"<= {t['target']}", "yes" if t["met"] else "[red]no[/red]")
     console.print(summary)
     console.print(f"peak RSS of the B4 step: native {memory['native']['peak_rss_mb']:.0f} MB "
                   f"(+{memory['native']['step_peak_increase_mb']:.0f} MB for the step), PyTorch "
                   f"{memory['torch']['peak_rss_mb']:.0f} MB (+{memory['torch']['step_peak_increase_mb']:.0f} MB)")
     console.print(f"numbers: {output}")
-    result["targets"] = [{"measure": m, "ratio": v, "target": t, "met": v <= t} for m, v, t in checks]
-    output.write_text(json.dumps(result, indent=1))
     return 0
