@@ -36,8 +36,24 @@ def traces_for(name: str, batch_size: int):
     return run_sides(scenario_for(name, batch_size))
 
 
-@lru_cache(maxsize=None)
+# The running test's xdist group, set per test by parity/conftest.py in a pytest-xdist worker (None elsewhere).
+running_xdist_group: str | None = None
+
+
 def case_summary(name: str, batch_size: int) -> dict:
+    """Everything the tests read about one case (see _case_summary). In a pytest-xdist worker, a test outside the
+    full-SSD300 group that reads a full-SSD300 case is an error: run beside another such case it would take a 24 GB
+    machine past its memory (seen: two workers at 12 GB each, one killed)."""
+    if (running_xdist_group is not None and scenario_for(name, batch_size).config == "ssd300"
+            and running_xdist_group != FULL_SSD300_GROUP):
+        raise RuntimeError(f"case {case_id(name, batch_size)} is the full SSD300 (about 20 GB at batch 4), read from a "
+                           f"test in xdist group {running_xdist_group!r}: mark the test "
+                           f"@pytest.mark.xdist_group(FULL_SSD300_GROUP) so it never runs beside another such case")
+    return _case_summary(name, batch_size)
+
+
+@lru_cache(maxsize=None)
+def _case_summary(name: str, batch_size: int) -> dict:
     """Everything the tests read about one case, computed while its traces are at hand: per-tensor results (in
     execution order), scenario facts and parameter-gradient coverage. The traces themselves are not kept: the full
     SSD300 at batch 4 holds several GB of them (four sides, activations and gradients)."""

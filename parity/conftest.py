@@ -33,6 +33,21 @@ def record():
     return _Recorder()
 
 
+@pytest.fixture(autouse=True)
+def _tell_cases_the_xdist_group(request):
+    """In a pytest-xdist worker, parity/cases.py learns which xdist group the running test is in ("" for none), so a
+    full-SSD300 case read from outside that group fails at once instead of running the machine out of memory."""
+    if not _is_worker(request.config):
+        yield
+        return
+    from . import cases
+
+    marker = request.node.get_closest_marker("xdist_group")
+    cases.running_xdist_group = (marker.args[0] if marker.args else marker.kwargs.get("name", "")) if marker else ""
+    yield
+    cases.running_xdist_group = None
+
+
 def _is_worker(config) -> bool:
     return hasattr(config, "workerinput")  # a pytest-xdist worker process
 

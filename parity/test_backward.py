@@ -4,8 +4,8 @@ reference, per scenario and batch size; and the coverage of parameter gradients.
 import numpy as np
 import pytest
 
-from .cases import (CASES, NARROW_SCENARIOS, case_params, facts_for, judge, parameter_coverage, results_for,
-                    sweep_params, tensor_names)
+from .cases import (CASES, FULL_SSD300_GROUP, NARROW_SCENARIOS, case_params, facts_for, judge, parameter_coverage,
+                    results_for, sweep_params, tensor_names)
 
 NAMES = tensor_names()
 
@@ -34,6 +34,8 @@ def test_every_parameter_gradient_is_present_finite_and_live_where_the_reference
     assert not problems, problems
 
 
+# Reads every case, the full SSD300's included: under xdist it runs in their group, never beside one of them.
+@pytest.mark.xdist_group(FULL_SSD300_GROUP)
 def test_every_parameter_receives_gradient_somewhere_in_the_sweep():
     """A parameter whose gradient is zero in every case never learns (porting bug 9); zero in one case only means
     that case gave it no signal (no positive or mined negative on that source map), which the report states."""
