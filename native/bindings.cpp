@@ -204,13 +204,13 @@ py::array_t<T> conv2d(const py::handle& inp_obj, const py::handle& weight_obj, c
   Tensor<T> out({inp.dim(0), g.OC, g.OH(), g.OW()});
   {
     py::gil_scoped_release release;
-    GuardedScratch<T> packed_weight, scratch;
+    GuardedScratch<T> packed_weight;
     const int64_t in_size = int64_t(g.C) * g.H * g.W, out_size = int64_t(g.OC) * g.OH() * g.OW();
     if (reference)
       for (int64_t n = 0; n < inp.dim(0); ++n)
         conv2d_forward_reference(out.ptr() + n * out_size, inp.ptr() + n * in_size, weight.ptr(), bias.ptr(), g);
     else
-      conv2d_forward(out.ptr(), inp.ptr(), int(inp.dim(0)), weight.ptr(), bias.ptr(), g, packed_weight, scratch);
+      conv2d_forward(out.ptr(), inp.ptr(), int(inp.dim(0)), weight.ptr(), g, packed_weight, ConvEpilogue<T>{bias.ptr()});
   }
   return array_from_tensor(out);
 }
@@ -230,11 +230,9 @@ py::tuple conv2d_backward_binding(const py::handle& dout_obj, const py::handle& 
   Tensor<T> grad_inp(inp.shape), grad_weight(weight.shape), grad_bias({weight.dim(0)});
   {
     py::gil_scoped_release release;
-    GuardedScratch<T> scratch, scratch_grad;
-    const int64_t in_size = int64_t(g.C) * g.H * g.W, out_size = int64_t(g.OC) * g.OH() * g.OW();
-    for (int64_t n = 0; n < inp.dim(0); ++n)
-      conv2d_backward(grad_inp.ptr() + n * in_size, grad_weight.ptr(), grad_bias.ptr(), dout.ptr() + n * out_size,
-                      inp.ptr() + n * in_size, weight.ptr(), g, scratch, scratch_grad);
+    ConvBackwardScratch<T> scratch;
+    conv2d_backward(grad_inp.ptr(), grad_weight.ptr(), grad_bias.ptr(), dout.ptr(), inp.ptr(), int(inp.dim(0)),
+                    weight.ptr(), g, scratch);
   }
   return py::make_tuple(array_from_tensor(grad_inp), array_from_tensor(grad_weight), array_from_tensor(grad_bias));
 }

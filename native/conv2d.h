@@ -1,6 +1,6 @@
-// 2-D convolution, one image at a time, as tiled im2col + GEMM (forward: the packed column-consistent GEMM, so
-// identical patches give identical outputs; backward: OpenBLAS). The column buffer covers one tile of output
-// pixels, never the whole image, so scratch memory stays bounded at the 300x300 layers.
+// 2-D convolution as im2col + GEMM, never over a whole image at once, so scratch memory stays bounded at the 300x300
+// layers. Forward: the packed column-consistent GEMM (identical patches give identical outputs), fed im2col rows
+// packed per chunk of output pixels and K block. Backward: OpenBLAS, one tile of output pixels at a time.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -64,41 +64,38 @@ void im2col(T* col, const T* inp, const ConvGeometry& g, int p0, int p1) {
   }
 }
 
-// inp (C,H,W) -> the columns of output pixels [p0, p1) packed for gemm_packed: panels of kCols<T> pixels, each
-// (C*KH*KW, kCols<T>) contiguous, pixels past p1 zero; out-of-image taps read 0. One thread fills a whole panel
-// (sequential writes); where a panel's pixels are one run of an input row (stride 1, away from the border) a tap is
-// a plain copy.
+// inp (C,H,W) -> rows [k0, k1) of the im2col matrix (row k = channel k/(KH*KW), tap k%(KH*KW)) for output pixels
+// [p0, p1), packed for gemm_packed: panels of kCols<T> pixels, each (k1-k0, kCols<T>) contiguous, pixels past p1
+// zero; out-of-image taps read 0. Where a panel's pixels are one run of an input row (stride 1, away from the
+// border) a tap is a plain copy.
 template <typename T>
-void im2col_packed(T* packed, const T* inp, const ConvGeometry& g, int p0, int p1) {
+void pack_columns(T* packed, const T* inp, const ConvGeometry& g, int k0, int k1, int p0, int p1) {
   constexpr int NR = kCols<T>;
-  const int OW = g.OW(), K = g.patch(), panels = int(round_up(p1 - p0, NR) / NR);
-#pragma omp parallel for schedule(static)
+  const int OW = g.OW(), rows = k1 - k0, panels = int(round_up(p1 - p0, NR) / NR), taps = g.KH * g.KW;
   for (int panel = 0; panel < panels; ++panel) {
     int iy0[NR], ix0[NR];  // the top-left input pixel each output pixel's window starts at
-    bool in_tile[NR];
+    bool in_range[NR];
     for (int j = 0; j < NR; ++j) {
       const int p = p0 + panel * NR + j;
-      in_tile[j] = p < p1;
+      in_range[j] = p < p1;
       iy0[j] = (p / OW) * g.stride - g.pad;
       ix0[j] = (p % OW) * g.stride - g.pad;
     }
-    const bool one_run = g.stride == 1 && in_tile[NR - 1] && iy0[NR - 1] == iy0[0];
-    T* dst = packed + int64_t(panel) * K * NR;
-    for (int c = 0; c < g.C; ++c) {
+    const bool one_run = g.stride == 1 && in_range[NR - 1] && iy0[NR - 1] == iy0[0];
+    T* dst = packed + int64_t(panel) * rows * NR;
+    int c = k0 / taps, kh = k0 % taps / g.KW, kw = k0 % g.KW;
+    for (int k = k0; k < k1; ++k, dst += NR) {
       const T* plane = inp + int64_t(c) * g.H * g.W;
-      for (int kh = 0; kh < g.KH; ++kh)
-        for (int kw = 0; kw < g.KW; ++kw, dst += NR) {
-          const int dy = kh * g.dilation, dx = kw * g.dilation;
-          const int iy = iy0[0] + dy, ix = ix0[0] + dx;
-          if (one_run && iy >= 0 && iy < g.H && ix >= 0 && ix + NR <= g.W) {
-            std::copy(plane + int64_t(iy) * g.W + ix, plane + int64_t(iy) * g.W + ix + NR, dst);
-            continue;
-          }
-          for (int j = 0; j < NR; ++j) {
-            const int y = iy0[j] + dy, x = ix0[j] + dx;
-            dst[j] = (in_tile[j] && y >= 0 && y < g.H && x >= 0 && x < g.W) ? plane[int64_t(y) * g.W + x] : T(0);
-          }
+      const int dy = kh * g.dilation, dx = kw * g.dilation, iy = iy0[0] + dy, ix = ix0[0] + dx;
+      if (one_run && iy >= 0 && iy < g.H && ix >= 0 && ix + NR <= g.W) {
+        std::copy(plane + int64_t(iy) * g.W + ix, plane + int64_t(iy) * g.W + ix + NR, dst);
+      } else {
+        for (int j = 0; j < NR; ++j) {
+          const int y = iy0[j] + dy, x = ix0[j] + dx;
+          dst[j] = (in_range[j] && y >= 0 && y < g.H && x >= 0 && x < g.W) ? plane[int64_t(y) * g.W + x] : T(0);
         }
+      }
+      if (++kw == g.KW && (kw = 0, ++kh == g.KH)) kh = 0, ++c;
     }
   }
 }
@@ -128,64 +125,142 @@ void col2im_add(T* grad_inp, const T* col, const ConvGeometry& g, int p0, int p1
   }
 }
 
-// inp (B,C,H,W), weight (OC,C,KH,KW), bias (OC) -> out (B,OC,OH,OW). The weights are packed once per call; each
-// image is then computed alone, so a sample's result does not depend on the batch it came in.
+// Output columns per work item of the forward: 8 register-tile panels, so one K block of their packed columns
+// (kKBlock x 128 floats, 128 KiB) stays in L2 while every row panel of the weights sweeps it.
+constexpr int kForwardChunkPanels = 8;
+
+// What conv2d_forward does with each output element once its sum over the window is complete.
 template <typename T>
-void conv2d_forward(T* out, const T* inp, int batch, const T* weight, const T* bias, const ConvGeometry& g,
-                    GuardedScratch<T>& packed_weight, GuardedScratch<T>& packed_columns) {
-  const int pixels = g.OH() * g.OW(), K = g.patch();
-  const int64_t in_size = int64_t(g.C) * g.H * g.W, out_size = int64_t(g.OC) * pixels;
-  pack_a(packed_weight.resize(packed_a_size<T>(g.OC, K)), weight, K, g.OC, K);
-  const int tile = int(round_up(conv_tile_pixels(g), kCols<T>));
-  T* columns = packed_columns.resize(packed_b_size<T>(tile, K));
-  for (int n = 0; n < batch; ++n) {
-    T* image_out = out + n * out_size;
-    for (int p0 = 0; p0 < pixels; p0 += tile) {
-      const int p1 = std::min(pixels, p0 + tile);
-      im2col_packed(columns, inp + n * in_size, g, p0, p1);
-      gemm_packed(g.OC, p1 - p0, K, packed_weight.data(), columns, image_out + p0, pixels);
-    }
+struct ConvEpilogue {
+  const T* bias = nullptr;  // (OC): out = sum + bias
+  bool relu = false;        // then out = out > 0 ? out : 0
+  bool accumulate = false;  // out += sum instead (an input gradient, which several consumers add into)
+};
+
+// inp (B,C,H,W), weight (OC,C,KH,KW) -> out (B,OC,OH,OW), finished as `epilogue` says. The weights are packed once
+// per call. A work item is one image's chunk of output pixels (and, when there are fewer items than threads, a
+// share of the output channels): per K block its im2col rows are packed into the thread's own buffer, in cache,
+// and multiplied at once, never a whole-image column buffer; then bias and ReLU are applied while the chunk is in
+// cache. Every output element takes the same path wherever it lies (gemm_packed.h), so a sample's result depends
+// neither on its batch nor on the thread count.
+template <typename T>
+void conv2d_forward(T* out, const T* inp, int batch, const T* weight, const ConvGeometry& g,
+                    GuardedScratch<T>& packed_weight, const ConvEpilogue<T>& epilogue) {
+  constexpr int NR = kCols<T>;
+  const int pixels = g.OH() * g.OW(), K = g.patch(), M = g.OC;
+  const int64_t in_size = int64_t(g.C) * g.H * g.W, out_size = int64_t(M) * pixels;
+  const T* A = pack_a(packed_weight.resize(packed_a_size<T>(M, K)), weight, K, M, K);
+  const int threads = omp_get_max_threads();
+  // Small maps are cut into one chunk per thread rather than a few 128-pixel ones and a remainder.
+  const int chunk_pixels =
+      int(std::min<int64_t>(kForwardChunkPanels * NR, round_up((pixels + threads - 1) / threads, NR)));
+  const int chunks = (pixels + chunk_pixels - 1) / chunk_pixels;
+  const int row_panels = int(round_up(M, kRows) / kRows);
+  const int row_groups = batch * chunks >= threads ? 1 : std::min(row_panels, threads);
+  const int panels_per_group = (row_panels + row_groups - 1) / row_groups;
+  std::vector<GuardedScratch<T>> columns(threads);
+  for (auto& buffer : columns) buffer.resize(packed_b_size<T>(chunk_pixels, std::min(K, kKBlock)));
 #pragma omp parallel for schedule(static)
-    for (int oc = 0; oc < g.OC; ++oc) {
-      T* row = image_out + int64_t(oc) * pixels;
-      for (int p = 0; p < pixels; ++p) row[p] += bias[oc];
+  for (int item = 0; item < batch * chunks * row_groups; ++item) {
+    const int n = item / (chunks * row_groups), chunk = item / row_groups % chunks, group = item % row_groups;
+    const int p0 = chunk * chunk_pixels, p1 = std::min(pixels, p0 + chunk_pixels);
+    const int rp0 = group * panels_per_group, rp1 = std::min(row_panels, rp0 + panels_per_group);
+    T* packed = columns[omp_get_thread_num()].data();
+    T* image_out = out + n * out_size;
+    for (int k0 = 0; k0 < K; k0 += kKBlock) {
+      const int k1 = std::min(K, k0 + kKBlock);
+      pack_columns(packed, inp + n * in_size, g, k0, k1, p0, p1);
+      gemm_packed_block(M, rp0, rp1, K, k0, k1, A, p0, p1, packed, image_out, pixels, epilogue.accumulate);
+    }
+    if (!epilogue.bias && !epilogue.relu) continue;
+    for (int m = rp0 * kRows; m < std::min(M, rp1 * kRows); ++m) {
+      T* row = image_out + int64_t(m) * pixels;
+      for (int p = p0; p < p1; ++p) {
+        const T y = epilogue.bias ? row[p] + epilogue.bias[m] : row[p];
+        row[p] = epilogue.relu ? (y > T(0) ? y : T(0)) : y;
+      }
     }
   }
   packed_weight.check("conv2d_forward (packed weights)");
-  packed_columns.check("conv2d_forward (packed im2col)");
+  for (const auto& buffer : columns) buffer.check("conv2d_forward (packed im2col)");
 }
 
-// dout (OC,OH,OW), inp (C,H,W), weight (OC,C,KH,KW) -> grad_inp (C,H,W) +=, grad_weight (OC,C,KH,KW) +=,
-// grad_bias (OC) +=. grad_inp may be null (the network input needs no gradient).
+// Scratch a layer's backward reuses: im2col columns and their gradients (one tile of output pixels), and the
+// flipped weights of the input gradient's convolution with their packing.
 template <typename T>
-void conv2d_backward(T* grad_inp, T* grad_weight, T* grad_bias, const T* dout, const T* inp, const T* weight,
-                     const ConvGeometry& g, GuardedScratch<T>& scratch, GuardedScratch<T>& scratch_grad) {
+struct ConvBackwardScratch {
+  GuardedScratch<T> columns, column_grads, flipped_weight, packed_weight;
+};
+
+// For stride 1 the input gradient is itself a convolution: of dout, padded by dilation*(KH-1) - pad, with the
+// weights flipped in space and input and output channels swapped. It then runs on the forward's packed GEMM, with
+// no column-gradient buffer and no scatter back into the image.
+inline bool input_grad_is_convolution(const ConvGeometry& g) {
+  return g.stride == 1 && g.KH == g.KW && g.dilation * (g.KH - 1) >= g.pad;
+}
+
+// weight (OC,C,KH,KW) -> flipped (C,OC,KH,KW): flipped[c][oc][kh][kw] = weight[oc][c][KH-1-kh][KW-1-kw]
+template <typename T>
+void flip_weights(T* flipped, const T* weight, const ConvGeometry& g) {
+  const int taps = g.KH * g.KW;
+#pragma omp parallel for schedule(static)
+  for (int c = 0; c < g.C; ++c)
+    for (int oc = 0; oc < g.OC; ++oc) {
+      const T* src = weight + (int64_t(oc) * g.C + c) * taps;
+      T* dst = flipped + (int64_t(c) * g.OC + oc) * taps;
+      for (int t = 0; t < taps; ++t) dst[t] = src[taps - 1 - t];
+    }
+}
+
+// dout (B,OC,OH,OW), inp (B,C,H,W), weight (OC,C,KH,KW) -> grad_inp (B,C,H,W) +=, grad_weight (OC,C,KH,KW) +=,
+// grad_bias (OC) +=, images added in batch order. grad_inp may be null (the network input needs no gradient).
+template <typename T>
+void conv2d_backward(T* grad_inp, T* grad_weight, T* grad_bias, const T* dout, const T* inp, int batch,
+                     const T* weight, const ConvGeometry& g, ConvBackwardScratch<T>& scratch) {
   const int pixels = g.OH() * g.OW(), K = g.patch();
-  for (int oc = 0; oc < g.OC; ++oc) {
-    const T* row = dout + int64_t(oc) * pixels;
-    T acc = 0;
-    for (int p = 0; p < pixels; ++p) acc += row[p];
-    grad_bias[oc] += acc;
+  const int64_t in_size = int64_t(g.C) * g.H * g.W, out_size = int64_t(g.OC) * pixels;
+#pragma omp parallel for schedule(static)
+  for (int oc = 0; oc < g.OC; ++oc)
+    for (int n = 0; n < batch; ++n) {
+      const T* row = dout + n * out_size + int64_t(oc) * pixels;
+      T acc = 0;
+      for (int p = 0; p < pixels; ++p) acc += row[p];
+      grad_bias[oc] += acc;
+    }
+  const bool input_grad_by_convolution = grad_inp && !g.is_pointwise() && input_grad_is_convolution(g);
+  if (input_grad_by_convolution) {
+    flip_weights(scratch.flipped_weight.resize(int64_t(g.OC) * K), weight, g);
+    const int pad = g.dilation * (g.KH - 1) - g.pad;
+    const ConvGeometry transposed{g.OC, g.OH(), g.OW(), g.C, g.KH, g.KW, 1, pad, g.dilation};
+    conv2d_forward(grad_inp, dout, batch, scratch.flipped_weight.data(), transposed, scratch.packed_weight,
+                   ConvEpilogue<T>{nullptr, false, /*accumulate=*/true});
+    scratch.flipped_weight.check("conv2d_backward (flipped weights)");
   }
-  if (g.is_pointwise()) {
-    gemm(false, true, g.OC, K, pixels, T(1), dout, pixels, inp, pixels, T(1), grad_weight, K);
-    if (grad_inp) gemm(true, false, K, pixels, g.OC, T(1), weight, K, dout, pixels, T(1), grad_inp, pixels);
-    return;
-  }
-  const int tile = conv_tile_pixels(g);
-  T* col = scratch.resize(int64_t(K) * tile);
-  T* col_grad = scratch_grad.resize(int64_t(K) * tile);
-  for (int p0 = 0; p0 < pixels; p0 += tile) {
-    const int p1 = std::min(pixels, p0 + tile), n = p1 - p0;
-    im2col(col, inp, g, p0, p1);
-    gemm(false, true, g.OC, K, n, T(1), dout + p0, pixels, col, n, T(1), grad_weight, K);
-    if (grad_inp) {
-      gemm(true, false, K, n, g.OC, T(1), weight, K, dout + p0, pixels, T(0), col_grad, n);
-      col2im_add(grad_inp, col_grad, g, p0, p1);
+  for (int n = 0; n < batch; ++n) {
+    const T* image_dout = dout + n * out_size;
+    const T* image_inp = inp + n * in_size;
+    T* image_grad_inp = grad_inp && !input_grad_by_convolution ? grad_inp + n * in_size : nullptr;
+    if (g.is_pointwise()) {
+      gemm(false, true, g.OC, K, pixels, T(1), image_dout, pixels, image_inp, pixels, T(1), grad_weight, K);
+      if (image_grad_inp)
+        gemm(true, false, K, pixels, g.OC, T(1), weight, K, image_dout, pixels, T(1), image_grad_inp, pixels);
+      continue;
+    }
+    const int tile = conv_tile_pixels(g);
+    T* col = scratch.columns.resize(int64_t(K) * tile);
+    T* col_grad = image_grad_inp ? scratch.column_grads.resize(int64_t(K) * tile) : nullptr;
+    for (int p0 = 0; p0 < pixels; p0 += tile) {
+      const int p1 = std::min(pixels, p0 + tile), count = p1 - p0;
+      im2col(col, image_inp, g, p0, p1);
+      gemm(false, true, g.OC, K, count, T(1), image_dout + p0, pixels, col, count, T(1), grad_weight, K);
+      if (image_grad_inp) {
+        gemm(true, false, K, count, g.OC, T(1), weight, K, image_dout + p0, pixels, T(0), col_grad, count);
+        col2im_add(image_grad_inp, col_grad, g, p0, p1);
+      }
     }
   }
-  scratch.check("conv2d_backward (im2col)");
-  scratch_grad.check("conv2d_backward (column gradient)");
+  scratch.columns.check("conv2d_backward (im2col)");
+  scratch.column_grads.check("conv2d_backward (column gradient)");
 }
 
 // The plain version the tests compare conv2d_forward against: a direct 7-deep loop, no im2col, no BLAS.

@@ -6,12 +6,12 @@
 // a tied window). The sequence: K is cut into blocks of kKBlock; within a block the products are accumulated by
 // fused multiply-adds in k order starting from 0, and the block sums are added to C in block order
 // (C = sum_0, then C = C + sum_1, ...). Row and column tails are padded with zeros in the packed panels and go
-// through the same register kernel, and threads split the columns, so the result does not depend on the position
-// of a column, the tile it falls in or the thread count.
+// through the same register kernel, and the caller splits the work by whole columns (or whole row panels), so the
+// result does not depend on the position of a column, the chunk it falls in or the thread count.
 //
-// Blocking (Zen 4: 32 KiB L1d and 1 MiB L2 per core): a register tile of kRows x kCols(T); one kRows x kKBlock
-// micro-panel of A stays in L1 while it sweeps a chunk of kPanelsPerChunk column panels of B (kKBlock x kCols each,
-// together in L2).
+// Blocking (Zen 3: 32 KiB L1d and 512 KiB L2 per core): a register tile of kRows x kCols(T); one kRows x kKBlock
+// micro-panel of A stays in L1 while it sweeps the column panels of one K block of B (kKBlock x kCols each,
+// together in L2; the caller packs that block: conv2d.h).
 #pragma once
 #include <immintrin.h>
 #include <omp.h>
@@ -50,7 +50,6 @@ struct Simd<double> {
 
 constexpr int kRows = 6;             // rows of the register tile: 6 x 2 accumulators + 2 B vectors + 1 broadcast
 constexpr int kKBlock = 256;         // products summed before being added to C
-constexpr int kPanelsPerChunk = 8;   // column panels a thread sweeps with one A micro-panel
 template <typename T>
 constexpr int kCols = 2 * Simd<T>::kLanes;  // columns of the register tile (16 float, 8 double)
 
@@ -64,9 +63,9 @@ int64_t packed_a_size(int M, int K) { return round_up(M, kRows) * K; }
 template <typename T>
 int64_t packed_b_size(int N, int K) { return round_up(N, kCols<T>) * K; }
 
-// A (M,K), leading dim lda -> packed (see packed_a_size)
+// A (M,K), leading dim lda -> packed (see packed_a_size); returns packed
 template <typename T>
-void pack_a(T* packed, const T* A, int lda, int M, int K) {
+const T* pack_a(T* packed, const T* A, int lda, int M, int K) {
   const int panels = int(round_up(M, kRows) / kRows);
 #pragma omp parallel for schedule(static)
   for (int panel = 0; panel < panels; ++panel) {
@@ -76,6 +75,7 @@ void pack_a(T* packed, const T* A, int lda, int M, int K) {
       for (int k = 0; k < K; ++k) dst[int64_t(k) * kRows + r] = m < M ? A[int64_t(m) * lda + k] : T(0);
     }
   }
+  return packed;
 }
 
 // One register tile: sum over k in [0, kc) of a (kc, kRows) x b (kc, kCols), then C (rows x cols valid, leading
@@ -122,26 +122,23 @@ inline void register_tile(int kc, const T* a, const T* b, T* C, int ldc, int row
     }
 }
 
-// A packed (pack_a), B packed (packed_b_size) -> C (M,N), leading dim ldc
+// One K block [k0, k1) of C = A * B, for the row panels [rp0, rp1) of C and its columns [p0, p1): C (M, ., leading
+// dim ldc; column p at C + p) = the block's products on the first block, C + them on later ones (on every block
+// if `accumulate`: C += A * B, the old C first in the sequence of additions). A is packed whole
+// (pack_a, K columns); B holds only this block's rows of columns p0..p1, packed (packed_b_size(p1 - p0, k1 - k0)).
+// One row panel of A (kRows x (k1-k0), in L1) sweeps all of B's column panels (in L2) before the next.
 template <typename T>
-void gemm_packed(int M, int N, int K, const T* A_packed, const T* B_packed, T* C, int ldc) {
+void gemm_packed_block(int M, int rp0, int rp1, int K, int k0, int k1, const T* A_packed, int p0, int p1,
+                       const T* B_block, T* C, int ldc, bool accumulate) {
   constexpr int NR = kCols<T>;
-  const int panels = int(round_up(N, NR) / NR), chunks = (panels + kPanelsPerChunk - 1) / kPanelsPerChunk;
-  const int row_panels = int(round_up(M, kRows) / kRows);
-#pragma omp parallel for schedule(static)
-  for (int chunk = 0; chunk < chunks; ++chunk) {
-    const int first_panel = chunk * kPanelsPerChunk, end_panel = std::min(panels, first_panel + kPanelsPerChunk);
-    for (int k0 = 0; k0 < K; k0 += kKBlock) {
-      const int kc = std::min(K - k0, kKBlock);
-      for (int rp = 0; rp < row_panels; ++rp) {
-        const T* a = A_packed + int64_t(rp) * K * kRows + int64_t(k0) * kRows;
-        const int m0 = rp * kRows, rows = std::min(kRows, M - m0);
-        for (int panel = first_panel; panel < end_panel; ++panel) {
-          const T* b = B_packed + int64_t(panel) * K * NR + int64_t(k0) * NR;
-          const int n0 = panel * NR, cols = std::min(NR, N - n0);
-          register_tile(kc, a, b, C + int64_t(m0) * ldc + n0, ldc, rows, cols, k0 == 0);
-        }
-      }
+  const int kc = k1 - k0, panels = int(round_up(p1 - p0, NR) / NR);
+  for (int rp = rp0; rp < rp1; ++rp) {
+    const T* a = A_packed + int64_t(rp) * K * kRows + int64_t(k0) * kRows;
+    const int m0 = rp * kRows, rows = std::min(kRows, M - m0);
+    for (int panel = 0; panel < panels; ++panel) {
+      const int n0 = p0 + panel * NR;
+      register_tile(kc, a, B_block + int64_t(panel) * kc * NR, C + int64_t(m0) * ldc + n0, ldc, rows,
+                    std::min(NR, p1 - n0), k0 == 0 && !accumulate);
     }
   }
 }

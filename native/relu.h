@@ -1,16 +1,9 @@
-// ReLU, fused after a conv by the model: the tap is the post-ReLU activation. Element-wise, so splitting the
-// elements over threads changes nothing in the result.
+// ReLU's backward. The forward is fused into the convolution that feeds it (conv2d_forward's `relu`: x > 0 ? x : 0,
+// the tap is the post-ReLU activation). Element-wise, so splitting the elements over threads changes nothing.
 #pragma once
 #include <cstdint>
 
 namespace ssd {
-
-// x (n) -> x (n), in place
-template <typename T>
-void relu_forward(T* x, int64_t n) {
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) x[i] = x[i] > T(0) ? x[i] : T(0);
-}
 
 // dout (n), out (n) -> dinp (n); the gradient passes where the output is positive, as torch's threshold_backward
 template <typename T>

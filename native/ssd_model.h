@@ -137,8 +137,9 @@ class Model {
   std::map<std::string, Tensor<T>> isolated_grads_;
   std::vector<std::string> isolated_grad_order_;
   std::vector<std::string> tap_order_;
-  // Conv scratch, reused across layers: packed weights (forward), columns, column gradients (backward)
-  GuardedScratch<T> packed_weight_, scratch_, scratch_grad_;
+  // Conv scratch, reused across layers
+  GuardedScratch<T> packed_weight_;
+  ConvBackwardScratch<T> backward_scratch_;
 };
 
 }  // namespace ssd

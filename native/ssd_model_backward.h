@@ -54,7 +54,6 @@ void Model<T>::conv_backward(const std::string& out, const std::string& in, cons
   const Tensor<T>& y = taps_.at(out);
   const ConvGeometry g = conv_geometry(prefix, shapes_.at(in), stride, pad, dil);
   const int B = int(x.dim(0));
-  const int64_t in_size = int64_t(g.C) * g.H * g.W, out_size = int64_t(g.OC) * g.OH() * g.OW();
   std::vector<T> dpre = consume_output_grad(out);  // d loss / d conv output, before the ReLU
   if (relu) {
     auto routed = relu_pass_.find(out);
@@ -71,9 +70,8 @@ void Model<T>::conv_backward(const std::string& out, const std::string& in, cons
   if (frozen) unused_w = Tensor<T>(weight(prefix + ".weight").shape), unused_b = Tensor<T>(weight(prefix + ".bias").shape);
   Tensor<T>& dw = frozen ? unused_w : param_grads_.at(prefix + ".weight");
   Tensor<T>& db = frozen ? unused_b : param_grads_.at(prefix + ".bias");
-  for (int n = 0; n < B; ++n)
-    conv2d_backward(dinp ? dinp + n * in_size : nullptr, dw.ptr(), db.ptr(), dpre.data() + n * out_size,
-                    x.ptr() + n * in_size, weight(prefix + ".weight").ptr(), g, scratch_, scratch_grad_);
+  conv2d_backward(dinp, dw.ptr(), db.ptr(), dpre.data(), x.ptr(), B, weight(prefix + ".weight").ptr(), g,
+                  backward_scratch_);
 }
 
 // d loss / d head outputs -> grad/loc_head, grad/conf_head, then through the head convs into the six sources

@@ -110,9 +110,8 @@ void Model<T>::run_conv(const std::string& out, const std::string& in, const std
   const int B = int(x.dim(0));
   const ConvGeometry g = conv_geometry(prefix, shapes_.at(in), stride, pad, dil);
   Tensor<T> y({B, g.OC, g.OH(), g.OW()});
-  conv2d_forward(y.ptr(), x.ptr(), B, weight(prefix + ".weight").ptr(), weight(prefix + ".bias").ptr(), g,
-                 packed_weight_, scratch_);
-  if (relu) relu_forward(y.ptr(), y.numel());
+  conv2d_forward(y.ptr(), x.ptr(), B, weight(prefix + ".weight").ptr(), g, packed_weight_,
+                 ConvEpilogue<T>{weight(prefix + ".bias").ptr(), relu});
   record(out, std::move(y));
 }
 
