@@ -49,6 +49,14 @@ py::array_t<T> array_from_tensor(const Tensor<T>& t) {
   return out;
 }
 
+// t -> a numpy array that owns t's storage (no copy): the array frees it when Python drops the array
+template <typename T>
+py::array_t<T> array_taking(Tensor<T>&& t) {
+  auto* owner = new Tensor<T>(std::move(t));
+  py::capsule free_with_array(owner, [](void* p) { delete static_cast<Tensor<T>*>(p); });
+  return py::array_t<T>(owner->shape, owner->ptr(), free_with_array);
+}
+
 // images must be (B, 3, size, size) with B >= 1.
 template <typename T>
 void check_images(const Tensor<T>& images, int size) {

@@ -38,17 +38,19 @@ py::dict forward(Model<T>& model, const py::handle& images_obj, bool all_taps) {
   }
   py::dict trace;
   for (const auto& name : model.tap_order())
-    if (all_taps || name == "loc_head" || name == "conf_head") trace[py::str(name)] = array_from_tensor(model.tap(name));
+    if (all_taps || name == "loc_head" || name == "conf_head") trace[py::str(name)] = array_taking(model.take_tap(name));
+  model.drop_trace();
   return trace;
 }
 
+// Moves tap `name` out of the model into trace[name] (see Model::take_tap)
 template <typename T>
-void put_tap(py::dict& trace, const Model<T>& model, const std::string& name) {
+void put_tap(py::dict& trace, Model<T>& model, const std::string& name) {
   if (!model.is_index_tap(name)) {
-    trace[py::str(name)] = array_from_tensor(model.tap(name));
+    trace[py::str(name)] = array_taking(model.take_tap(name));
     return;
   }
-  py::array_t<int64_t> values = array_from_tensor(model.index_tap(name));
+  py::array_t<int64_t> values = array_taking(model.take_index_tap(name));
   trace[py::str(name)] = name.rfind("mining.", 0) == 0 ? values.attr("astype")("bool") : py::object(values);
 }
 
@@ -85,9 +87,10 @@ py::dict forward_backward(Model<T>& model, const py::handle& images_obj, const p
   for (const auto& name : model.tap_order()) put_tap(trace, model, name);
   const auto& order = model.tap_order();
   for (auto it = order.rbegin(); it != order.rend(); ++it)
-    if (model.has_grad(*it)) trace[py::str("grad/" + *it)] = array_from_tensor(model.grad_of(*it));
+    if (model.has_grad(*it)) trace[py::str("grad/" + *it)] = array_taking(model.take_grad(*it));
   for (const auto& key : model.weight_names())
-    trace[py::str("param_grad/" + key)] = array_from_tensor(model.param_grad(key));
+    trace[py::str("param_grad/" + key)] = array_from_tensor(model.param_grad(key));  // a copy: sgd_step reads them
+  model.drop_trace();
   return trace;
 }
 
@@ -142,6 +145,7 @@ py::dict isolated(Model<T>& model, const std::string& name, const py::dict& inpu
   }
   py::dict out;
   for (const auto& tap : model.tap_order()) put_tap(out, model, tap);
+  model.drop_trace();
   return out;
 }
 
@@ -162,9 +166,10 @@ py::dict isolated_backward(Model<T>& model, const py::dict& taps_obj, const py::
   }
   py::dict out;
   for (const auto& tap : model.isolated_grad_order())
-    out[py::str("grad/" + tap)] = array_from_tensor(model.isolated_grad(tap));
+    out[py::str("grad/" + tap)] = array_taking(model.take_isolated_grad(tap));
   for (const auto& key : model.weight_names())
     out[py::str("param_grad/" + key)] = array_from_tensor(model.param_grad(key));
+  model.drop_trace();
   return out;
 }
 

@@ -54,7 +54,6 @@ class Model {
                          const std::map<std::string, Tensor<int64_t>>& pool_argmax,
                          std::map<std::string, Tensor<uint8_t>> relu_pass);
   const std::vector<std::string>& isolated_grad_order() const { return isolated_grad_order_; }
-  const Tensor<T>& isolated_grad(const std::string& tap) const { return isolated_grads_.at(tap); }
 
   // After forward: per image, boxes (n,4) xyxy pixels and labels (n) -> matching, targets, per-prior losses,
   // mined negatives and the three losses, recorded as taps. Boxes and labels are validated by the caller.
@@ -76,10 +75,17 @@ class Model {
   const std::vector<std::string>& tap_order() const { return tap_order_; }
   const Tensor<T>& tap(const std::string& name) const { return taps_.at(name); }
   bool is_index_tap(const std::string& name) const { return index_taps_.count(name) > 0; }
-  const Tensor<int64_t>& index_tap(const std::string& name) const { return index_taps_.at(name); }
   bool has_grad(const std::string& tap) const { return grads_.count(tap) > 0; }
-  const Tensor<T>& grad_of(const std::string& tap) const { return grads_.at(tap); }
   const Tensor<T>& param_grad(const std::string& key) const { return param_grads_.at(key); }
+
+  // Handing a recorded trace to the caller: each tensor is moved out (once), then drop_trace() forgets every
+  // recorded tensor, so a large trace is never held twice. Weights, parameter gradients and momentum stay (sgd_step
+  // reads the parameter gradients of the last step).
+  Tensor<T> take_tap(const std::string& name) { return std::move(taps_.at(name)); }
+  Tensor<int64_t> take_index_tap(const std::string& name) { return std::move(index_taps_.at(name)); }
+  Tensor<T> take_grad(const std::string& tap) { return std::move(grads_.at(tap)); }
+  Tensor<T> take_isolated_grad(const std::string& tap) { return std::move(isolated_grads_.at(tap)); }
+  void drop_trace() { reset(); }
   int num_classes() const { return num_classes_; }
   int image_size() const { return image_size_; }
   int64_t num_priors() const { return priors_.count(); }

@@ -35,6 +35,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from .metrics import max_abs
+
 # (fewest informative elements, factor), checked in order; TorchDynamo's small-tensor multipliers.
 FACTORS = ((10, 10.0), (500, 8.0), (999, 3.0))
 LARGE_TENSOR_FACTOR = 2.0
@@ -58,11 +60,6 @@ class Bound:
         return asdict(self)
 
 
-def _max_abs_finite(diff: np.ndarray) -> float:
-    finite = diff[np.isfinite(diff)]
-    return float(np.max(np.abs(finite))) if finite.size else 0.0
-
-
 def factor_for(informative: int) -> float:
     for fewest, factor in FACTORS:
         if informative <= fewest:
@@ -71,8 +68,11 @@ def factor_for(informative: int) -> float:
 
 
 def rms(values: np.ndarray) -> float:
-    finite = values[np.isfinite(values)]
-    return float(np.sqrt(np.mean(np.square(finite)))) if finite.size else 0.0
+    """RMS over the finite elements (0 when there are none)."""
+    finite = np.isfinite(values)
+    if not finite.all():
+        values = values[finite]
+    return float(np.sqrt(np.mean(np.square(values)))) if values.size else 0.0
 
 
 def oracle_bound(reference: np.ndarray, oracle: np.ndarray, inherited: float = 1.0,
@@ -80,9 +80,9 @@ def oracle_bound(reference: np.ndarray, oracle: np.ndarray, inherited: float = 1
     """Bounds on max and RMS of |native32 - oracle| from the reference's own float32 error; `inherited` is the
     upstream error ratio carried into this tensor (1 when nothing upstream exceeded the reference); `fed_by`, for a
     parameter gradient, the number of non-zero values of the output gradient it is computed from."""
-    reference_diff = reference.astype(np.float64) - oracle
-    reference_error, reference_rms = _max_abs_finite(reference_diff), rms(reference_diff)
-    scale = _max_abs_finite(oracle)
+    reference_diff = np.subtract(reference, oracle, dtype=np.float64)
+    reference_error, reference_rms = max_abs(reference_diff), rms(reference_diff)
+    scale = max_abs(oracle)
     inherited = min(max(inherited, 1.0), MAX_INHERITED)
     informative = int(np.count_nonzero(oracle))
     if fed_by is not None:
@@ -99,7 +99,7 @@ def oracle_bound(reference: np.ndarray, oracle: np.ndarray, inherited: float = 1
 
 
 def strict64_bound(oracle: np.ndarray) -> Bound:
-    scale = _max_abs_finite(oracle)
+    scale = max_abs(oracle)
     return Bound("strict64", STRICT_RELATIVE * scale, f"{STRICT_RELATIVE:g} x max|oracle| ({scale:.3g})")
 
 
