@@ -1,6 +1,8 @@
 // 2-D convolution as im2col + GEMM, never over a whole image at once, so scratch memory stays bounded at the 300x300
 // layers. Forward: the packed column-consistent GEMM (identical patches give identical outputs), fed im2col rows
-// packed per chunk of output pixels and K block. Backward: OpenBLAS, one tile of output pixels at a time.
+// packed per chunk of output pixels and K block. Backward: for stride 1 the input gradient is the transposed
+// convolution on the same packed GEMM; the weight gradient (and a strided input gradient) run on OpenBLAS, one
+// tile of output pixels at a time.
 #pragma once
 #include <algorithm>
 #include <cstdint>
