@@ -54,7 +54,7 @@ golden: install
 	$(PY) -m parity golden
 
 # The native module built with AddressSanitizer + UndefinedBehaviorSanitizer (+ _GLIBCXX_ASSERTIONS), run under the
-# fuzz tests, the bad-input, guard and golden tests and every narrow parity case (measured: 13.5 minutes alone, 37 while the
+# fuzz tests, the bad-input, guard and golden tests and every narrow parity case (measured: 10.4 minutes alone, 37 while the
 # machine also ran another sweep; ASAN_CASES="narrow-B1 or two_steps" for batch 1 and the two-step case: 7.5 minutes
 # alone); any sanitizer report stops the run.
 ASAN_BUILD := build/asan
