@@ -238,6 +238,10 @@ void conv2d_backward(T* grad_inp, T* grad_weight, T* grad_bias, const T* dout, c
                    ConvEpilogue<T>{nullptr, false, /*accumulate=*/true});
     scratch.flipped_weight.check("conv2d_backward (flipped weights)");
   }
+  const bool input_grad_by_columns = grad_inp && !input_grad_by_convolution && !g.is_pointwise();
+  const int tile = conv_tile_pixels(g);
+  T* col = g.is_pointwise() ? nullptr : scratch.columns.resize(int64_t(K) * tile);
+  T* col_grad = input_grad_by_columns ? scratch.column_grads.resize(int64_t(K) * tile) : nullptr;
   for (int n = 0; n < batch; ++n) {
     const T* image_dout = dout + n * out_size;
     const T* image_inp = inp + n * in_size;
@@ -248,9 +252,6 @@ void conv2d_backward(T* grad_inp, T* grad_weight, T* grad_bias, const T* dout, c
         gemm(true, false, K, pixels, g.OC, T(1), weight, K, image_dout, pixels, T(1), image_grad_inp, pixels);
       continue;
     }
-    const int tile = conv_tile_pixels(g);
-    T* col = scratch.columns.resize(int64_t(K) * tile);
-    T* col_grad = image_grad_inp ? scratch.column_grads.resize(int64_t(K) * tile) : nullptr;
     for (int p0 = 0; p0 < pixels; p0 += tile) {
       const int p1 = std::min(pixels, p0 + tile), count = p1 - p0;
       im2col(col, image_inp, g, p0, p1);

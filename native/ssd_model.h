@@ -86,6 +86,7 @@ class Model {
   Tensor<T> take_grad(const std::string& tap) { return std::move(grads_.at(tap)); }
   Tensor<T> take_isolated_grad(const std::string& tap) { return std::move(isolated_grads_.at(tap)); }
   void drop_trace() { reset(); }
+
   int num_classes() const { return num_classes_; }
   int image_size() const { return image_size_; }
   int64_t num_priors() const { return priors_.count(); }

@@ -12,11 +12,15 @@ def nonfinite_counts(a: np.ndarray) -> dict:
     return {"nan": int(np.isnan(a).sum()), "posinf": int(np.isposinf(a).sum()), "neginf": int(np.isneginf(a).sum())}
 
 
+def finite_values(values: np.ndarray) -> np.ndarray:
+    """The finite elements: the array itself when all are (no copy), else the gathered ones."""
+    finite = np.isfinite(values)
+    return values if finite.all() else values[finite]
+
+
 def max_abs(values: np.ndarray) -> float:
     """max |values| over the finite elements (0 when there are none), without an |values| temporary."""
-    finite = np.isfinite(values)
-    if not finite.all():
-        values = values[finite]
+    values = finite_values(values)
     if values.size == 0:
         return 0.0
     return float(max(values.max(), -values.min())) + 0.0  # + 0.0: never -0.0

@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from .metrics import max_abs
+from .metrics import finite_values, max_abs
 
 # (fewest informative elements, factor), checked in order; TorchDynamo's small-tensor multipliers.
 FACTORS = ((10, 10.0), (500, 8.0), (999, 3.0))
@@ -69,9 +69,7 @@ def factor_for(informative: int) -> float:
 
 def rms(values: np.ndarray) -> float:
     """RMS over the finite elements (0 when there are none)."""
-    finite = np.isfinite(values)
-    if not finite.all():
-        values = values[finite]
+    values = finite_values(values)
     return float(np.sqrt(np.mean(np.square(values)))) if values.size else 0.0
 
 
