@@ -110,6 +110,18 @@ def merge_routing(old: dict, new: dict) -> dict:
     return merged
 
 
+def same_routing(first: dict, second: dict) -> bool:
+    """Whether two routings take the same decisions everywhere (a forced choice counts only where it is masked in)."""
+    def same(a, b):
+        if a[0] != b[0]:
+            return False
+        if a[0] == "relu":
+            return torch.equal(a[1], b[1]) and torch.equal(a[2], b[2])
+        return torch.equal(a[2], b[2]) and torch.equal(a[1][a[2]], b[1][b[2]])
+
+    return first.keys() == second.keys() and all(same(first[tap], second[tap]) for tap in first)
+
+
 def tie_counts(routing: dict) -> dict:
     counts = {}
     for tap, (kind, first, second) in routing.items():
@@ -121,12 +133,13 @@ MAX_REPLAYS = 4
 
 
 def reconcile(model, native: dict, runs: tuple, replay, every_run: bool = False) -> tuple:
-    """runs: the reference traces to reconcile, the last being the float64 yardstick (reference32 and oracle, or
-    the oracle alone); replay(routing) reruns them with that routing. A replay moves values downstream by rounding,
-    which can expose further near-ties, so it repeats until none is left (at most MAX_REPLAYS times).
+    """runs: the reference forward traces to reconcile, the last being the float64 yardstick (reference32 and
+    oracle, or the oracle alone); replay(routing) gives them again under that routing. The network's forward values
+    do not move under a routing (only the backward follows it), but a forced match changes the loss's targets and
+    can expose further tied negatives, so finding repeats until nothing new is found (at most MAX_REPLAYS times).
     every_run: hold every run's near-tied decisions to the native ones, not only the first run's (a training
     trajectory, where an oracle that decided a tie its own way would drift off and loosen every later bound).
-    -> (routing, reconciled runs)."""
+    -> (routing, the runs under it)."""
     routing = {}
     for _ in range(MAX_REPLAYS):
         found = {}

@@ -10,10 +10,10 @@ import torch
 import ssd_native
 from reference.configs import get_config
 from reference.model import build_reference, state_dict_arrays
-from reference.step import run_step
+from reference.step import PendingStep, run_step
 from reference.taps import run_forward
 
-from .routing_ties import reconcile, tie_counts
+from .routing_ties import reconcile, same_routing, tie_counts
 from .scenario import Scenario
 
 NATIVE_MODELS = {np.dtype(np.float32): ssd_native.ModelFloat32, np.dtype(np.float64): ssd_native.ModelFloat64}
@@ -72,13 +72,19 @@ def _torch_targets(targets: list, dtype: np.dtype) -> tuple:
     return boxes, labels
 
 
-def reference_step(scenario: Scenario, images: np.ndarray, targets: list, routing: dict | None = None) -> dict:
-    """The scenario's training step(s) on the reference; the last step's trace."""
+def _as_arrays(trace: dict) -> dict:
+    return {name: t.numpy() for name, t in trace.items()}
+
+
+def pending_reference_step(scenario: Scenario, images: np.ndarray, targets: list) -> PendingStep:
+    """The scenario's training step(s) on the reference, the last one stopped before its backward (which then
+    follows the native side's near-tie decisions). Every step starts from zeroed gradients without an update, so
+    the earlier steps leave the reference as it was; they run only to keep the sides symmetrical."""
     model, _ = _models(scenario, images.dtype)
     boxes, labels = _torch_targets(targets, images.dtype)
-    for _ in range(scenario.steps):
-        taps = run_step(model, torch.from_numpy(images), boxes, labels, routing)
-    return {name: t.numpy().copy() for name, t in taps.items()}
+    for _ in range(scenario.steps - 1):
+        run_step(model, torch.from_numpy(images), boxes, labels)
+    return PendingStep(model, torch.from_numpy(images), boxes, labels)
 
 
 def native_step(scenario: Scenario, images: np.ndarray, targets: list) -> dict:
@@ -133,25 +139,23 @@ def run_sides(scenario: Scenario, step: bool = True, native: dict | None = None)
                           native if external else native_forward(scenario, images),
                           None if external else native_forward(scenario, images64))
     targets = scenario.targets()
-    traces = SideTraces(
-        scenario=scenario,
-        reference=reference_step(scenario, images, targets),
-        oracle=reference_step(scenario, images64, targets),
-        native=native if external else native_step(scenario, images, targets),
-        native64=None if external else native_step(scenario, images64, targets),
-    )
-    # Near-tied decisions (pool windows, ReLUs, mining) the native side took differently: replay the reference
-    # with the native decision there, so gradients upstream compare like for like; the ties are reported.
+    native_trace = native if external else native_step(scenario, images, targets)
+    native64 = None if external else native_step(scenario, images64, targets)
+    reference = pending_reference_step(scenario, images, targets)
+    oracle = pending_reference_step(scenario, images64, targets)
+    # Near-tied decisions (pool windows, ReLUs, mining) the native side took differently: the reference's backward
+    # takes the native decision there, so gradients upstream compare like for like; the ties are reported.
     model, _ = _models(scenario, np.float32)
-    plain_oracle = traces.oracle
-
-    def replay32(routing):
-        return reference_step(scenario, images, targets, routing), reference_step(scenario, images64, targets, routing)
-
-    routing, (traces.reference, traces.oracle) = reconcile(
-        model, traces.native, (traces.reference, traces.oracle), replay32)
-    traces.routing, traces.routing_ties = routing, tie_counts(routing)
-    if traces.native64 is not None:
-        _, (traces.oracle_for_native64,) = reconcile(
-            model, traces.native64, (plain_oracle,), lambda r: (reference_step(scenario, images64, targets, r),))
-    return traces
+    routing, _ = reconcile(model, native_trace, (reference.forward_trace(), oracle.forward_trace()),
+                           lambda r: (reference.forward_trace(r), oracle.forward_trace(r)))
+    # native64 is held to the oracle with native64's own near-ties routed its way (often none): a second backward
+    # of the oracle, unless both native sides took the same decisions.
+    routing64 = routing
+    if native64 is not None:
+        routing64, _ = reconcile(model, native64, (oracle.forward_trace(),), lambda r: (oracle.forward_trace(r),))
+    reference_trace = _as_arrays(reference.backward(routing))
+    second_backward = not same_routing(routing, routing64)
+    oracle_trace = _as_arrays(oracle.backward(routing, keep_graph=second_backward))
+    strict_oracle = _as_arrays(oracle.backward(routing64)) if second_backward else None
+    return SideTraces(scenario, reference_trace, oracle_trace, native_trace, native64, strict_oracle,
+                      tie_counts(routing), routing)

@@ -8,7 +8,7 @@ Three sides train side by side: the native float32 model, the reference in float
   with no gradient;
 - parameters and momentum buffers: right *after* the step's update.
 Where rounding left a pool window, ReLU or negative pick tied and the native side took the other element, the
-reference steps replay the native decision there, as in a single-step run (parity/routing_ties.py).
+reference steps' backward takes the native decision there, as in a single-step run (parity/routing_ties.py).
 """
 
 from dataclasses import asdict, dataclass, field
@@ -20,7 +20,7 @@ import ssd_native
 from reference.configs import get_config
 from reference.loss import run_loss
 from reference.model import build_reference, state_dict_arrays
-from reference.step import run_step
+from reference.step import PendingStep
 from reference.taps import run_forward
 
 from .compare import TensorResult, compare_tensor
@@ -92,23 +92,25 @@ class TrainingSides:
         self.initial = {k: v.copy() for k, v in state_dict_arrays(self.reference).items()}
         self.keys = list(self.initial)
 
-    def _reference_step(self, images: np.ndarray, targets: list, routing: dict) -> tuple:
-        runs = []
+    def _pending_steps(self, images: np.ndarray, targets: list) -> tuple:
+        """The reference and the oracle with their step's forward done and its backward not yet run."""
+        pending = []
         for model, dtype in ((self.reference, np.float32), (self.oracle, np.float64)):
             boxes = [torch.from_numpy(b.astype(dtype)) for b, _ in targets]
             labels = [torch.from_numpy(l) for _, l in targets]
-            trace = run_step(model, torch.from_numpy(images.astype(dtype)), boxes, labels, routing)
-            runs.append({name: t.numpy().copy() for name, t in trace.items()})
-        return tuple(runs)
+            pending.append(PendingStep(model, torch.from_numpy(images.astype(dtype)), boxes, labels))
+        return tuple(pending)
 
     def step(self, images: np.ndarray, targets: list) -> tuple:
         """One training step on every side -> (native trace, reference trace, oracle trace, ties), all taken before
         the update; the updates are then applied."""
         native = self.native.forward_backward(images, [b for b, _ in targets], [l for _, l in targets])
         self.native.sgd_step(**self.settings.optimizer)
-        routing, (reference, oracle) = reconcile(self.reference, native, self._reference_step(images, targets, {}),
-                                                 lambda r: self._reference_step(images, targets, r), every_run=True)
-        for optimizer in self.optimizers.values():  # each model's gradients are those of its last (replayed) run
+        pending = self._pending_steps(images, targets)
+        routing, _ = reconcile(self.reference, native, tuple(p.forward_trace() for p in pending),
+                               lambda r: tuple(p.forward_trace(r) for p in pending), every_run=True)
+        reference, oracle = ({name: t.numpy().copy() for name, t in p.backward(routing).items()} for p in pending)
+        for optimizer in self.optimizers.values():  # each model's gradients follow the routing
             optimizer.step()
         return native, reference, oracle, tie_counts(routing)
 

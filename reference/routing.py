@@ -4,14 +4,17 @@ flows.
 
 Where a pooling window holds two elements equal up to float32 rounding, or a ReLU input is zero up to rounding,
 the choice is decided by rounding noise: a correct port may decide the other way, and every gradient upstream
-then differs from the reference's by far more than rounding. The harness finds such near-ties and replays the
-reference with the port's decision at exactly those places (parity/routing_ties.py), so that gradients are
-compared like for like and the ties are reported, not hidden. A decision that is not a near-tie is never replayed.
+then differs from the reference's by far more than rounding. The harness finds such near-ties after the
+reference's forward and runs its backward with the port's decision at exactly those places (parity/routing_ties.py),
+so that gradients are compared like for like and the ties are reported, not hidden. A decision that is not a
+near-tie is never replayed. The forward runs once: only the gradient's route (and, for mining and matching, the
+loss, which is cheap to recompute) follows the port.
 """
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.modules.utils import _pair
 
 from .taps import module_taps
 
@@ -30,42 +33,75 @@ def window_argmax(pool: nn.MaxPool2d, x: torch.Tensor) -> torch.Tensor:
     return F.max_pool2d(x, pool.kernel_size, pool.stride, pool.padding, pool.dilation, pool.ceil_mode, return_indices=True)[1]
 
 
-def forced_pool_hook(forced: torch.Tensor, mask: torch.Tensor):
-    """A forward hook for a MaxPool2d that takes element `forced` where `mask` is set and its own maximum elsewhere.
-    The output is a gather, so autograd sends each window's gradient to the element it took."""
+class Routing:
+    """The near-tie decisions a reference step's backward takes (tap -> replay entry), set between its forward and
+    its backward: the forward runs once, the ties are found against it, and only the gradient's route changes.
 
-    def hook(module, inputs, _output):
-        x = inputs[0]
-        index = torch.where(mask, forced, window_argmax(module, x))
-        batch, channels = x.shape[:2]
-        taken = x.reshape(batch, channels, -1).gather(2, index.reshape(batch, channels, -1))
-        return taken.view(index.shape)
+    Entries: ("pool", forced, mask): the window passes its gradient to element `forced` (flat index into its H*W
+    plane) where `mask` is set; ("relu", force_pass, force_block): the ReLU passes the gradient where `force_pass`
+    is set and blocks it where `force_block` is set. Elsewhere each layer routes as torch's own backward does.
+    The forward values stay the reference's own: at a near-tie they differ from the other side's by rounding."""
 
-    return hook
-
-
-def forced_relu_hook(force_pass: torch.Tensor, force_block: torch.Tensor):
-    """A forward hook for a ReLU that passes its (near-zero) input where `force_pass` is set and outputs 0 where
-    `force_block` is set, so the gradient flows exactly where the other side's ReLU let it."""
-
-    def hook(_module, inputs, output):
-        x = inputs[0]
-        return torch.where(force_pass, x, torch.where(force_block, torch.zeros_like(x), output))
-
-    return hook
+    def __init__(self):
+        self.entries = {}
 
 
-def install_replay(model, module_taps: dict, replay: dict) -> list:
-    """replay: {tap: ("pool", forced, mask) | ("relu", force_pass, force_block)} -> hook handles to remove.
-    ("mining", negatives, mask) and ("match", matched, mask) entries are applied by the loss (reference/loss.py),
-    not here."""
-    modules = {name: module for module, name in module_taps.items()}
+class _RoutedReLU(torch.autograd.Function):
+    """torch.relu, with a backward that follows the step's Routing at its tap."""
+
+    @staticmethod
+    def forward(ctx, x, routing, tap):
+        out = torch.relu(x)
+        ctx.save_for_backward(out)
+        ctx.routing, ctx.tap = routing, tap
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (out,) = ctx.saved_tensors
+        passes = out > 0  # torch's threshold_backward: the gradient passes where the output is positive
+        entry = ctx.routing.entries.get(ctx.tap)
+        if entry is not None:
+            _, force_pass, force_block = entry
+            passes = (passes | force_pass) & ~force_block
+        return torch.where(passes, grad, torch.zeros((), dtype=grad.dtype)), None, None
+
+
+class _RoutedMaxPool(torch.autograd.Function):
+    """max_pool2d, with a backward that sends each window's gradient to the element the step's Routing names at
+    its tap (torch's own max_pool2d backward kernel, on the chosen indices)."""
+
+    @staticmethod
+    def forward(ctx, x, pool, routing, tap):
+        args = (_pair(pool.kernel_size), _pair(pool.stride), _pair(pool.padding), _pair(pool.dilation), pool.ceil_mode)
+        out, index = torch.ops.aten.max_pool2d_with_indices(x, *args)
+        ctx.save_for_backward(x, index)
+        ctx.args, ctx.routing, ctx.tap = args, routing, tap
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, index = ctx.saved_tensors
+        entry = ctx.routing.entries.get(ctx.tap)
+        if entry is not None:
+            _, forced, mask = entry
+            index = torch.where(mask, forced, index)
+        return torch.ops.aten.max_pool2d_with_indices_backward(grad, x, *ctx.args, index), None, None, None
+
+
+def install_routing(module_taps: dict, routing: Routing) -> list:
+    """Every ReLU and max-pool whose output is a tap computes through its routed function (same forward values),
+    so that `routing`, filled in after the forward, steers the backward. -> hook handles to remove.
+    Mining and matching entries are applied by the loss (reference/loss.py), not here."""
     handles = []
-    for tap, (kind, *masks) in replay.items():
-        if kind in ("mining", "match"):
+    for module, tap in module_taps.items():
+        if isinstance(module, nn.ReLU):
+            hook = lambda _m, inputs, _out, tap=tap: _RoutedReLU.apply(inputs[0], routing, tap)
+        elif isinstance(module, nn.MaxPool2d):
+            hook = lambda m, inputs, _out, tap=tap: _RoutedMaxPool.apply(inputs[0], m, routing, tap)
+        else:
             continue
-        hook = forced_pool_hook(*masks) if kind == "pool" else forced_relu_hook(*masks)
-        handles.append(modules[tap].register_forward_hook(hook))
+        handles.append(module.register_forward_hook(hook))
     return handles
 
 

@@ -1,13 +1,15 @@
 """One training step of the reference without the update: forward taps, loss taps, and the gradient of
-loss.total with respect to every tap (retain_grad) and every parameter, in one ordered trace."""
+loss.total with respect to every tap (retain_grad) and every parameter, in one ordered trace. The step can stop
+between forward and backward (PendingStep), so that the backward can follow another side's near-tie decisions."""
 
 from collections import OrderedDict
 
+import numpy as np
 import torch
 from torchvision.models.detection.ssd import SSD
 
 from .loss import LOSS_TAPS, run_loss
-from .routing import install_replay
+from .routing import Routing, install_routing
 from .taps import FORWARD_TAPS, module_taps, run_forward
 
 
@@ -43,32 +45,68 @@ def step_order(model: SSD) -> list:
     return FORWARD_TAPS + LOSS_TAPS + backward_order(model)
 
 
+class PendingStep:
+    """One training step of the reference whose forward has run and whose backward has not: near-ties against
+    another side are found on its forward trace, then the backward runs once with that side's decisions there
+    (reference/routing.py). The graph is kept until the last backward."""
+
+    def __init__(self, model: SSD, images: torch.Tensor, boxes: list, labels: list):
+        """images (B,3,300,300) normalized, per-image boxes (n,4) xyxy pixels and labels (n,)."""
+        self.model, self.boxes, self.labels = model, boxes, labels
+        self.routing = Routing()
+        handles = install_routing(module_taps(model), self.routing)
+        try:
+            self.taps = run_forward(model, images)
+        finally:
+            for handle in handles:
+                handle.remove()
+        for tensor in self.taps.values():
+            if tensor.requires_grad:
+                tensor.retain_grad()
+        self.plain_losses = self._run_loss(None, None)
+
+    def _run_loss(self, mining: tuple | None, matching: tuple | None) -> "OrderedDict[str, torch.Tensor]":
+        return run_loss(self.model, self.taps["loc_head"], self.taps["conf_head"], self.taps["priors"], self.boxes,
+                        self.labels, mining[1:] if mining else None, matching[1:] if matching else None)
+
+    def _losses(self, routing: dict) -> "OrderedDict[str, torch.Tensor]":
+        """The loss taps under routing's mining and matching decisions (recomputed from the head outputs)."""
+        mining, matching = routing.get("mining.negatives"), routing.get("match.matched_idx")
+        if mining is None and matching is None:
+            return self.plain_losses
+        return self._run_loss(mining, matching)
+
+    def forward_trace(self, routing: dict | None = None) -> "OrderedDict[str, np.ndarray]":
+        """Forward and loss taps as arrays (views, no copy); the loss taken with routing's mining and matching
+        decisions, if it has any (the network's forward values do not depend on the routing)."""
+        trace = OrderedDict((name, t.detach().numpy()) for name, t in self.taps.items())
+        trace.update((name, t.detach().numpy()) for name, t in self._losses(routing or {}).items())
+        return trace
+
+    def backward(self, routing: dict | None = None, keep_graph: bool = False) -> "OrderedDict[str, torch.Tensor]":
+        """The backward of loss.total with routing's decisions at its near-ties -> every tap of the step, forward,
+        loss and gradients, in step_order. keep_graph: another backward (other routing) will follow."""
+        routing = routing or {}
+        self.routing.entries = {tap: entry for tap, entry in routing.items() if entry[0] in ("pool", "relu")}
+        self.model.zero_grad(set_to_none=True)
+        for tensor in self.taps.values():
+            tensor.grad = None
+        losses = self._losses(routing)
+        losses["loss.total"].backward(retain_graph=keep_graph)
+
+        trace = OrderedDict((name, t.detach()) for name, t in self.taps.items())
+        trace.update((name, t.detach()) for name, t in losses.items())
+        parameters = dict(self.model.named_parameters())
+        for name in backward_order(self.model):
+            kind, _, key = name.partition("/")
+            source = self.taps[key] if kind == "grad" else parameters[key]
+            trace[name] = source.grad if source.grad is not None else torch.zeros_like(source)
+        return trace
+
+
 def run_step(model: SSD, images: torch.Tensor, boxes: list, labels: list, routing: dict | None = None
              ) -> "OrderedDict[str, torch.Tensor]":
     """images (B,3,300,300) normalized, per-image boxes (n,4) xyxy pixels and labels (n,) -> every tap of the step.
 
-    routing: optional decisions of another side replayed at near-ties (reference/routing.py)."""
-    model.zero_grad(set_to_none=True)
-    handles = install_replay(model, module_taps(model), routing or {})
-    try:
-        taps = run_forward(model, images)
-    finally:
-        for handle in handles:
-            handle.remove()
-    for tensor in taps.values():
-        if tensor.requires_grad:
-            tensor.retain_grad()
-    mining = (routing or {}).get("mining.negatives")
-    matching = (routing or {}).get("match.matched_idx")
-    losses = run_loss(model, taps["loc_head"], taps["conf_head"], taps["priors"], boxes, labels,
-                      mining[1:] if mining else None, matching[1:] if matching else None)
-    losses["loss.total"].backward()
-
-    trace = OrderedDict((name, t.detach()) for name, t in taps.items())
-    trace.update((name, t.detach()) for name, t in losses.items())
-    parameters = dict(model.named_parameters())
-    for name in backward_order(model):
-        kind, _, key = name.partition("/")
-        source = taps[key] if kind == "grad" else parameters[key]
-        trace[name] = source.grad if source.grad is not None else torch.zeros_like(source)
-    return trace
+    routing: optional decisions of another side taken at near-ties (reference/routing.py)."""
+    return PendingStep(model, images, boxes, labels).backward(routing)
