@@ -6,13 +6,14 @@ strict check). Non-finite values must sit at the same places on both sides.
 """
 
 from dataclasses import asdict, dataclass, field
+from typing import Callable
 
 import numpy as np
 
 from .index_compare import compare_exact, compare_negatives
 from .layout import decode_index
-from .metrics import error_metrics, nonfinite_counts
-from .tolerance import exact_bound, oracle_bound, rms, strict64_bound
+from .metrics import BLOCK, MetricsAccumulator, error_metrics, max_abs, nonfinite_counts
+from .tolerance import ReferenceError, bound_for, exact_bound, oracle_bound, rms, strict64_bound
 
 WORST_COUNT = 5
 
@@ -59,12 +60,38 @@ class TensorResult:
         return asdict(self)
 
 
-def _worst_elements(name, native, reference, oracle, error, count=WORST_COUNT) -> list:
-    flat = error.ravel()
-    top = np.argpartition(-flat, min(count, flat.size - 1))[:count] if flat.size > count else np.arange(flat.size)
-    order = top[np.argsort(-flat[top], kind="stable")]
+CHUNK = 4096
+
+
+def _largest(flat: np.ndarray, count: int) -> np.ndarray:
+    """Flat indices of the `count` largest values (no NaN), largest first, ties to the lower index.
+
+    Chunk maxima narrow the search: the count-th largest chunk maximum t is at most the count-th largest value,
+    and fewer than `count` chunks hold values above t, so only those values are sorted; places equal to t fill
+    up the rest, lowest index first. Three passes over the tensor instead of a partition of all of it."""
+    if flat.size <= count * CHUNK:
+        candidates = np.arange(flat.size)
+        return candidates[np.lexsort((candidates, -flat))][:count]
+    usable = flat.size - flat.size % CHUNK
+    maxima = flat[:usable].reshape(-1, CHUNK).max(axis=1)
+    if usable < flat.size:
+        maxima = np.append(maxima, flat[usable:].max())
+    threshold = np.partition(maxima, maxima.size - count)[maxima.size - count]
+    above = np.flatnonzero(flat > threshold)
+    above = above[np.lexsort((above, -flat[above]))][:count]
+    needed, equal = count - above.size, []
+    for start in range(0, flat.size, CHUNK * 64):
+        if needed == 0:
+            break
+        found = start + np.flatnonzero(flat[start:start + CHUNK * 64] == threshold)[:needed]
+        equal.append(found)
+        needed -= found.size
+    return np.concatenate([above, *equal])
+
+
+def _worst_rows(name, native, reference, oracle, flat_indices, errors) -> list:
     rows = []
-    for flat_index in order:
+    for flat_index, error in zip(flat_indices, errors):
         index = np.unravel_index(int(flat_index), native.shape)
         rows.append(
             {
@@ -73,7 +100,7 @@ def _worst_elements(name, native, reference, oracle, error, count=WORST_COUNT) -
                 "native": float(native[index]),
                 "reference": float(reference[index]),
                 "oracle": float(oracle[index]),
-                "abs_error": float(flat[flat_index]),
+                "abs_error": float(error),
             }
         )
     return rows
@@ -112,7 +139,6 @@ def compare_tensor(
         return _judge_index(result, native, reference, strict_oracle, native64, context or {})
 
     _check_nonfinite(result, native, reference)
-    result.metrics = error_metrics(native, reference)
     _judge_against_oracle(result, native, reference, oracle, inherited, fed_by)
     if native64 is not None:
         _judge_strict64(result, native64, strict_oracle)
@@ -134,61 +160,150 @@ def _check_nonfinite(result, native, reference) -> None:
         )
 
 
+@dataclass
+class _OracleErrors:
+    """|native32 - yardstick| summarized: what the float32 verdict reads."""
+
+    largest: float  # where both sides are finite
+    rms: float  # non-finite disagreements count as 0 here (they are counted as mismatches)
+    worst: np.ndarray  # flat indices of the largest errors, largest first
+    worst_errors: np.ndarray
+    count_beyond: Callable[[float], int]  # elements whose error exceeds a bound (another pass over the tensor)
+
+    def mismatches(self, bound: float) -> int:
+        """Elements beyond the bound: 0 without another pass when the largest error is within it (an infinite
+        error, from a non-finite disagreement, is always among the worst)."""
+        within = self.largest <= bound and bool(np.isfinite(self.worst_errors).all())
+        return 0 if within else self.count_beyond(bound)
+
+
 def _judge_against_oracle(result, native, reference, oracle, inherited, fed_by=None) -> None:
     """The float32 verdict: priors bit-identical to the reference, everything else within the oracle bounds."""
     if result.kind == "priors":
         bound = exact_bound("same construction as torchvision's DefaultBoxGenerator at the same precision")
-        yardstick = reference.astype(np.float64)
+        result.metrics = error_metrics(native, reference)
+        errors = _errors_any(native, reference, reference.astype(np.float64))
+    elif _all_finite(result, oracle):
+        result.metrics, reference_errors, errors = _measure_finite(native, reference, oracle)
+        bound = bound_for(reference_errors, inherited, fed_by)
     else:
         bound = oracle_bound(reference, oracle, inherited, fed_by)
-        yardstick = oracle
-    error = np.asarray(np.subtract(native, yardstick, dtype=np.float64))  # an array even for a scalar tensor
-    np.abs(error, out=error)
-    both_finite = np.isfinite(native) & np.isfinite(reference)
-    all_finite = bool(both_finite.all())  # the usual case: no masking passes over the whole tensor
-    if not all_finite:
-        error[~both_finite] = 0.0
-    native_error = float(error.max(initial=0.0))
-    if not all_finite:
-        # Where the sides disagree on being finite the error is infinite: counted, and listed first among the worst.
-        same_nonfinite = (np.isnan(native) & np.isnan(reference)) | (native == reference)
-        error[~both_finite & ~same_nonfinite] = np.inf
+        result.metrics = error_metrics(native, reference)
+        errors = _errors_any(native, reference, oracle)
     result.bound = bound.to_dict()
-    result.mismatches = int(np.count_nonzero(error > bound.value))
+    result.mismatches = errors.mismatches(bound.value)
     result.oracle = {
-        "native_error": native_error,
+        "native_error": errors.largest,
         "reference_error": bound.reference_error,
-        "ratio": (native_error / bound.reference_error) if bound.reference_error else None,
+        "ratio": (errors.largest / bound.reference_error) if bound.reference_error else None,
     }
     if result.mismatches:
         result.reasons.append(
             f"{result.mismatches} of {native.size} elements beyond the bound {bound.value:.3g} "
-            f"(largest error {native_error:.3g}; bound = {bound.derivation})"
+            f"(largest error {errors.largest:.3g}; bound = {bound.derivation})"
         )
     if bound.rms_value is not None:
-        error_finite = np.isfinite(error)
-        native_rms = rms(error if error_finite.all() else np.where(error_finite, error, 0.0))
-        result.oracle.update({"native_rms": native_rms, "reference_rms": bound.reference_rms})
-        if native_rms > bound.rms_value:
+        result.oracle.update({"native_rms": errors.rms, "reference_rms": bound.reference_rms})
+        if errors.rms > bound.rms_value:
             result.reasons.append(
-                f"RMS error {native_rms:.3g} beyond {bound.rms_value:.3g} "
+                f"RMS error {errors.rms:.3g} beyond {bound.rms_value:.3g} "
                 f"({bound.factor:.3g} x reference RMS error {bound.reference_rms:.3g} + floor)"
             )
-    result.worst = _worst_elements(result.name, native, reference, oracle, error)
+    result.worst = _worst_rows(result.name, native, reference, oracle, errors.worst, errors.worst_errors)
+
+
+def _all_finite(result, oracle) -> bool:
+    """Whether native, reference (already counted by _check_nonfinite) and oracle are finite everywhere (and not
+    empty)."""
+    return (oracle.size > 0 and not any(result.nonfinite["native"].values()) and not any(result.nonfinite["reference"].values())
+            and bool(np.isfinite(oracle).all()))
+
+
+def _errors_any(native, reference, yardstick) -> _OracleErrors:
+    """Whole-tensor passes that handle non-finite values: |native - yardstick| is 0 where either side is not
+    finite, and infinite where the sides disagree on being finite (counted, and listed first among the worst)."""
+    def error_array():
+        error = np.asarray(np.subtract(native, yardstick, dtype=np.float64))  # an array even for a scalar tensor
+        np.abs(error, out=error)
+        both_finite = np.isfinite(native) & np.isfinite(reference)
+        if not both_finite.all():
+            error[~both_finite] = 0.0
+            same_nonfinite = (np.isnan(native) & np.isnan(reference)) | (native == reference)
+            error[~both_finite & ~same_nonfinite] = np.inf
+        return error.ravel()
+
+    error = error_array()
+    finite = np.isfinite(error)
+    worst = _largest(error, WORST_COUNT)
+    return _OracleErrors(
+        largest=float(error.max(initial=0.0, where=finite)),
+        rms=rms(np.where(finite, error, 0.0)),
+        worst=worst, worst_errors=error[worst],
+        count_beyond=lambda value: int(np.count_nonzero(error > value)),
+    )
+
+
+def _measure_finite(native, reference, oracle) -> tuple:
+    """Every float statistic of a finite tensor in one pass over blocks of BLOCK elements, whose float64
+    temporaries stay in cache: (native vs reference metrics, the reference's error against the oracle, the native
+    error against the oracle). A pass per statistic over a tensor of tens of millions of elements, each allocating
+    and faulting in fresh temporaries, cost several times more."""
+    native, reference, oracle = native.ravel(), reference.ravel(), oracle.ravel()
+    metrics = MetricsAccumulator(native.dtype, reference.dtype, max_abs(reference))
+    reference_max = reference_energy = native_max = native_energy = scale = 0.0
+    nonzero = 0
+    worst, worst_errors = [], []
+    for start in range(0, native.size, BLOCK):
+        block = slice(start, start + BLOCK)
+        metrics.add(native[block], reference[block])
+        o = oracle[block]
+        reference_diff = np.subtract(reference[block], o, dtype=np.float64)
+        reference_max = max(reference_max, max_abs(reference_diff))
+        reference_energy += float(np.dot(reference_diff, reference_diff))
+        scale = max(scale, max_abs(o))
+        nonzero += int(np.count_nonzero(o))
+        error = np.abs(np.subtract(native[block], o, dtype=np.float64))
+        native_max = max(native_max, float(error.max(initial=0.0)))
+        native_energy += float(np.dot(error, error))
+        top = _largest(error, WORST_COUNT)
+        worst.append(start + top)
+        worst_errors.append(error[top])
+    worst, worst_errors = np.concatenate(worst), np.concatenate(worst_errors)
+    order = np.lexsort((worst, -worst_errors))[:WORST_COUNT]  # the blocks' worst, merged: ties to the lower index
+    size = max(native.size, 1)
+    reference_errors = ReferenceError(reference_max, float(np.sqrt(reference_energy / size)), scale, nonzero)
+    errors = _OracleErrors(
+        largest=native_max, rms=float(np.sqrt(native_energy / size)),
+        worst=worst[order], worst_errors=worst_errors[order],
+        count_beyond=lambda value: int(np.count_nonzero(np.abs(np.subtract(native, oracle, dtype=np.float64)) > value)),
+    )
+    return metrics.result(), reference_errors, errors
+
+
+def _largest_difference(native64, strict_oracle) -> float:
+    """max |native64 - oracle| where the oracle is finite, block by block in cache; NaN if any such difference is
+    NaN (which then fails the check)."""
+    native64, strict_oracle = native64.ravel(), strict_oracle.ravel()
+    maxima = [0.0]
+    for start in range(0, native64.size, BLOCK):
+        oracle = strict_oracle[start:start + BLOCK]
+        with np.errstate(invalid="ignore"):  # inf - inf where the oracle is not finite: dropped just below
+            difference = np.subtract(native64[start:start + BLOCK], oracle)
+        finite = np.isfinite(oracle)
+        if not finite.all():
+            difference = difference[finite]
+        maxima.append(float(max(difference.max(initial=0.0), -difference.min(initial=0.0))))  # no |.| temporary
+    return float(np.max(maxima)) + 0.0  # np.max keeps a NaN; + 0.0: never -0.0
 
 
 def _judge_strict64(result, native64, strict_oracle) -> None:
     """The strict check: native float64 against the float64 oracle (priors: bit-identical)."""
-    difference = np.abs(native64 - strict_oracle)
-    finite = np.isfinite(strict_oracle)
-    if not finite.all():
-        difference = difference[finite]
+    largest = _largest_difference(native64, strict_oracle)
     if result.kind == "priors":
         bound, passed = exact_bound("float64"), bool(np.array_equal(native64, strict_oracle))
     else:
         bound = strict64_bound(strict_oracle)
-        passed = bool(np.all(difference <= bound.value))
-    largest = float(np.max(difference, initial=0.0))
+        passed = largest <= bound.value
     result.strict64 = {"max_abs": largest, "bound": bound.to_dict(), "passed": passed}
     if not passed:
         result.reasons.append(

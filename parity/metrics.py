@@ -46,6 +46,54 @@ def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 BLOCK = 1 << 18
 
 
+class MetricsAccumulator:
+    """error_metrics over a tensor fed block by block (add), for a caller that makes its own pass over the blocks.
+    scale: max |expected| over the whole tensor (the relative error's floor and the ULP cut-off need it first)."""
+
+    def __init__(self, actual_dtype, expected_dtype, scale: float):
+        self.scale = scale
+        self.eps = float(np.finfo(expected_dtype).eps) if np.issubdtype(expected_dtype, np.floating) else 0.0
+        self.both_float = np.issubdtype(actual_dtype, np.floating) and actual_dtype == expected_dtype
+        self.largest_diff = self.largest_rel = 0.0
+        self.diff_energy = self.energy = self.actual_energy = self.cross = 0.0
+        self.max_ulp = None
+        self.size = 0
+
+    def add(self, block_actual: np.ndarray, block_expected: np.ndarray) -> None:
+        """One block of finite elements (1-D, the same length on both sides)."""
+        self.size += block_actual.size
+        a = block_actual.astype(np.float64, copy=False)
+        e = block_expected.astype(np.float64, copy=False)
+        diff = np.abs(a - e)
+        magnitude = np.abs(e)
+        self.largest_diff = max(self.largest_diff, float(diff.max(initial=0.0)))
+        with np.errstate(over="ignore"):  # a difference against an all-zero tensor is an infinite relative error
+            relative = diff / (magnitude + self.eps * self.scale + np.finfo(np.float64).tiny)
+            self.largest_rel = max(self.largest_rel, float(relative.max(initial=0.0)))
+        self.diff_energy += float(np.dot(diff, diff))
+        self.energy += float(np.dot(e, e))
+        self.actual_energy += float(np.dot(a, a))
+        self.cross += float(np.dot(a, e))
+        sizable = magnitude >= 1e-3 * self.scale
+        if self.both_float and sizable.any():
+            block_ulp = int(np.max(ulp_distance(block_actual, block_expected), where=sizable, initial=0))
+            self.max_ulp = block_ulp if self.max_ulp is None else max(self.max_ulp, block_ulp)
+
+    def result(self) -> dict:
+        if self.size == 0:
+            return {"max_abs": 0.0, "max_rel": 0.0, "nmse": 0.0, "cosine": 1.0, "max_ulp": 0, "finite_compared": 0}
+        norms = float(np.sqrt(self.actual_energy) * np.sqrt(self.energy))
+        return {
+            "max_abs": self.largest_diff,
+            "max_rel": self.largest_rel,
+            "nmse": self.diff_energy / self.energy if self.energy > 0 else float(self.diff_energy > 0),
+            # with no energy on one side, the tensors are equal exactly when every difference is 0
+            "cosine": self.cross / norms if norms > 0 else float(self.largest_diff == 0.0),
+            "max_ulp": self.max_ulp,
+            "finite_compared": self.size,
+        }
+
+
 def error_metrics(actual: np.ndarray, expected: np.ndarray) -> dict:
     """actual vs expected: max abs, max rel, NMSE, cosine similarity and max ULP, over elements finite in both
     (expected is the reference, in the same dtype as actual for the ULP count).
@@ -59,37 +107,7 @@ def error_metrics(actual: np.ndarray, expected: np.ndarray) -> dict:
     finite = np.isfinite(actual) & np.isfinite(expected)
     if not finite.all():
         actual, expected = actual[finite], expected[finite]
-    if actual.size == 0:
-        return {"max_abs": 0.0, "max_rel": 0.0, "nmse": 0.0, "cosine": 1.0, "max_ulp": 0, "finite_compared": 0}
-    scale = max_abs(expected)
-    eps = float(np.finfo(expected.dtype).eps) if np.issubdtype(expected.dtype, np.floating) else 0.0
-    both_float = np.issubdtype(actual.dtype, np.floating) and actual.dtype == expected.dtype
-    largest_diff = largest_rel = 0.0
-    diff_energy = energy = actual_energy = cross = 0.0
-    max_ulp = None
+    metrics = MetricsAccumulator(actual.dtype, expected.dtype, max_abs(expected))
     for start in range(0, actual.size, BLOCK):
-        block_actual, block_expected = actual[start:start + BLOCK], expected[start:start + BLOCK]
-        a = block_actual.astype(np.float64, copy=False)
-        e = block_expected.astype(np.float64, copy=False)
-        diff = np.abs(a - e)
-        magnitude = np.abs(e)
-        largest_diff = max(largest_diff, float(diff.max()))
-        with np.errstate(over="ignore"):  # a difference against an all-zero tensor is an infinite relative error
-            largest_rel = max(largest_rel, float((diff / (magnitude + eps * scale + np.finfo(np.float64).tiny)).max()))
-        diff_energy += float(np.dot(diff, diff))
-        energy += float(np.dot(e, e))
-        actual_energy += float(np.dot(a, a))
-        cross += float(np.dot(a, e))
-        sizable = magnitude >= 1e-3 * scale
-        if both_float and sizable.any():
-            block_ulp = int(np.max(ulp_distance(block_actual, block_expected), where=sizable, initial=0))
-            max_ulp = block_ulp if max_ulp is None else max(max_ulp, block_ulp)
-    norms = float(np.sqrt(actual_energy) * np.sqrt(energy))
-    return {
-        "max_abs": largest_diff,
-        "max_rel": largest_rel,
-        "nmse": diff_energy / energy if energy > 0 else float(diff_energy > 0),
-        "cosine": cross / norms if norms > 0 else float(np.array_equal(actual, expected)),
-        "max_ulp": max_ulp,
-        "finite_compared": int(actual.size),
-    }
+        metrics.add(actual[start:start + BLOCK], expected[start:start + BLOCK])
+    return metrics.result()

