@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from .metrics import finite_values, max_abs
+from .metrics import BLOCK, finite_values, max_abs
 
 # (fewest informative elements, factor), checked in order; TorchDynamo's small-tensor multipliers.
 FACTORS = ((10, 10.0), (500, 8.0), (999, 3.0))
@@ -74,41 +74,38 @@ def rms(values: np.ndarray) -> float:
     return float(np.sqrt(np.dot(values, values) / values.size)) if values.size else 0.0
 
 
-@dataclass
-class ReferenceError:
-    """The reference's own float32 error against the oracle: what an oracle bound is derived from."""
-
-    max: float  # max |reference32 - oracle|
-    rms: float
-    scale: float  # max |oracle|
-    nonzero: int  # non-zero elements of the oracle
-
-
-def reference_error(reference: np.ndarray, oracle: np.ndarray) -> ReferenceError:
-    reference_diff = np.subtract(reference, oracle, dtype=np.float64)
-    return ReferenceError(max_abs(reference_diff), rms(reference_diff), max_abs(oracle), int(np.count_nonzero(oracle)))
-
-
-def bound_for(error: ReferenceError, inherited: float = 1.0, fed_by: int | None = None) -> Bound:
+def oracle_bound(reference: np.ndarray, oracle: np.ndarray, inherited: float = 1.0,
+                 fed_by: int | None = None) -> Bound:
     """Bounds on max and RMS of |native32 - oracle| from the reference's own float32 error; `inherited` is the
     upstream error ratio carried into this tensor (1 when nothing upstream exceeded the reference); `fed_by`, for a
-    parameter gradient, the number of non-zero values of the output gradient it is computed from."""
+    parameter gradient, the number of non-zero values of the output gradient it is computed from.
+
+    The reference's error is measured block by block (BLOCK elements, float64 temporaries in cache), over the
+    elements where it is finite."""
+    reference, oracle = np.ravel(reference), np.ravel(oracle)
+    reference_error = energy = scale = 0.0
+    finite_count = informative = 0
+    for start in range(0, reference.size, BLOCK):
+        block_oracle = oracle[start:start + BLOCK]
+        diff = finite_values(np.subtract(reference[start:start + BLOCK], block_oracle, dtype=np.float64))
+        reference_error = max(reference_error, max_abs(diff))
+        energy += float(np.dot(diff, diff))
+        finite_count += diff.size
+        scale = max(scale, max_abs(block_oracle))
+        informative += int(np.count_nonzero(block_oracle))
+    reference_rms = float(np.sqrt(energy / finite_count)) if finite_count else 0.0
     inherited = min(max(inherited, 1.0), MAX_INHERITED)
-    informative = error.nonzero if fed_by is None else min(error.nonzero, fed_by)
+    if fed_by is not None:
+        informative = min(informative, fed_by)
     factor = factor_for(informative) * inherited
-    floor = FLOOR_EPS * float(np.finfo(np.float32).eps) * error.scale
-    value = factor * error.max + floor
+    floor = FLOOR_EPS * float(np.finfo(np.float32).eps) * scale
+    value = factor * reference_error + floor
     derivation = (
-        f"{factor:.3g} x reference float32 error vs float64 ({error.max:.3g}) "
+        f"{factor:.3g} x reference float32 error vs float64 ({reference_error:.3g}) "
         f"+ {FLOOR_EPS:g} eps32 x max|oracle| ({floor:.3g})"
         + (f"; factor includes {inherited:.3g} inherited from upstream" if inherited > 1 else "")
     )
-    return Bound("oracle", value, derivation, error.max, floor, factor * error.rms + floor, error.rms, factor)
-
-
-def oracle_bound(reference: np.ndarray, oracle: np.ndarray, inherited: float = 1.0,
-                 fed_by: int | None = None) -> Bound:
-    return bound_for(reference_error(reference, oracle), inherited, fed_by)
+    return Bound("oracle", value, derivation, reference_error, floor, factor * reference_rms + floor, reference_rms, factor)
 
 
 def strict64_bound(oracle: np.ndarray) -> Bound:
