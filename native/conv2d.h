@@ -66,39 +66,48 @@ void im2col(T* col, const T* inp, const ConvGeometry& g, int p0, int p1) {
   }
 }
 
+// Output columns per work item of the forward: at most 8 register-tile panels, so one K block of their packed columns
+// (kKBlock x 128 floats, 128 KiB) stays in L2 while every row panel of the weights sweeps it.
+constexpr int kForwardChunkPanels = 8;
+
 // inp (C,H,W) -> rows [k0, k1) of the im2col matrix (row k = channel k/(KH*KW), tap k%(KH*KW)) for output pixels
-// [p0, p1), packed for gemm_packed: panels of kCols<T> pixels, each (k1-k0, kCols<T>) contiguous, pixels past p1
-// zero; out-of-image taps read 0. Where a panel's pixels are one run of an input row (stride 1, away from the
+// [p0, p1), at most kForwardChunkPanels panels of them, packed for gemm_packed: panels of kCols<T> pixels, each
+// (k1-k0, kCols<T>) contiguous, pixels past p1 zero; out-of-image taps read 0. Row by row across the panels, so
+// the reads walk along input rows; where a panel's pixels are one run of an input row (stride 1, away from the
 // border) a tap is a plain copy.
 template <typename T>
 void pack_columns(T* packed, const T* inp, const ConvGeometry& g, int k0, int k1, int p0, int p1) {
-  constexpr int NR = kCols<T>;
+  constexpr int NR = kCols<T>, kMaxPixels = kForwardChunkPanels * NR;
+  constexpr int kNowhere = -(1 << 28);  // the window row of a pixel past p1: outside every image
   const int OW = g.OW(), rows = k1 - k0, panels = int(round_up(p1 - p0, NR) / NR), taps = g.KH * g.KW;
-  for (int panel = 0; panel < panels; ++panel) {
-    int iy0[NR], ix0[NR];  // the top-left input pixel each output pixel's window starts at
-    bool in_range[NR];
-    for (int j = 0; j < NR; ++j) {
-      const int p = p0 + panel * NR + j;
-      in_range[j] = p < p1;
-      iy0[j] = (p / OW) * g.stride - g.pad;
-      ix0[j] = (p % OW) * g.stride - g.pad;
-    }
-    const bool one_run = g.stride == 1 && in_range[NR - 1] && iy0[NR - 1] == iy0[0];
-    T* dst = packed + int64_t(panel) * rows * NR;
-    int c = k0 / taps, kh = k0 % taps / g.KW, kw = k0 % g.KW;
-    for (int k = k0; k < k1; ++k, dst += NR) {
-      const T* plane = inp + int64_t(c) * g.H * g.W;
-      const int dy = kh * g.dilation, dx = kw * g.dilation, iy = iy0[0] + dy, ix = ix0[0] + dx;
-      if (one_run && iy >= 0 && iy < g.H && ix >= 0 && ix + NR <= g.W) {
+  int iy0[kMaxPixels], ix0[kMaxPixels];  // the top-left input pixel each output pixel's window starts at
+  bool one_run[kForwardChunkPanels];
+  for (int q = 0; q < panels * NR; ++q) {
+    const int p = p0 + q;
+    iy0[q] = p < p1 ? (p / OW) * g.stride - g.pad : kNowhere;
+    ix0[q] = (p % OW) * g.stride - g.pad;
+  }
+  for (int panel = 0; panel < panels; ++panel)
+    one_run[panel] = g.stride == 1 && iy0[panel * NR + NR - 1] == iy0[panel * NR];
+  int c = k0 / taps, kh = k0 % taps / g.KW, kw = k0 % g.KW;
+  for (int k = k0; k < k1; ++k) {
+    const T* plane = inp + int64_t(c) * g.H * g.W;
+    const int dy = kh * g.dilation, dx = kw * g.dilation;
+    T* dst = packed + int64_t(k - k0) * NR;
+    for (int panel = 0; panel < panels; ++panel, dst += int64_t(rows) * NR) {
+      const int* y0 = iy0 + panel * NR;
+      const int* x0 = ix0 + panel * NR;
+      const int iy = y0[0] + dy, ix = x0[0] + dx;
+      if (one_run[panel] && iy >= 0 && iy < g.H && ix >= 0 && ix + NR <= g.W) {
         std::copy(plane + int64_t(iy) * g.W + ix, plane + int64_t(iy) * g.W + ix + NR, dst);
-      } else {
-        for (int j = 0; j < NR; ++j) {
-          const int y = iy0[j] + dy, x = ix0[j] + dx;
-          dst[j] = (in_range[j] && y >= 0 && y < g.H && x >= 0 && x < g.W) ? plane[int64_t(y) * g.W + x] : T(0);
-        }
+        continue;
       }
-      if (++kw == g.KW && (kw = 0, ++kh == g.KH)) kh = 0, ++c;
+      for (int j = 0; j < NR; ++j) {
+        const int y = y0[j] + dy, x = x0[j] + dx;
+        dst[j] = (y >= 0 && y < g.H && x >= 0 && x < g.W) ? plane[int64_t(y) * g.W + x] : T(0);
+      }
     }
+    if (++kw == g.KW && (kw = 0, ++kh == g.KH)) kh = 0, ++c;
   }
 }
 
@@ -127,9 +136,15 @@ void col2im_add(T* grad_inp, const T* col, const ConvGeometry& g, int p0, int p1
   }
 }
 
-// Output columns per work item of the forward: 8 register-tile panels, so one K block of their packed columns
-// (kKBlock x 128 floats, 128 KiB) stays in L2 while every row panel of the weights sweeps it.
-constexpr int kForwardChunkPanels = 8;
+// Output pixels per work item of the forward: at most kForwardChunkPanels panels of `panel` pixels, and chunks
+// evened out so that batch x chunks is a multiple of the thread count where the map allows (three 128-pixel
+// chunks of a 19x19 map on two threads left one thread idle a third of the time; four of 96 do not).
+inline int forward_chunk_pixels(int pixels, int batch, int threads, int panel) {
+  const int panels = (pixels + panel - 1) / panel;
+  int chunks = (panels + kForwardChunkPanels - 1) / kForwardChunkPanels;
+  while (int64_t(batch) * chunks % threads != 0 && chunks < panels) ++chunks;
+  return (panels + chunks - 1) / chunks * panel;
+}
 
 // What conv2d_forward does with each output element once its sum over the window is complete.
 template <typename T>
@@ -153,9 +168,7 @@ void conv2d_forward(T* out, const T* inp, int batch, const T* weight, const Conv
   const int64_t in_size = int64_t(g.C) * g.H * g.W, out_size = int64_t(M) * pixels;
   const T* A = pack_a(packed_weight.resize(packed_a_size<T>(M, K)), weight, K, M, K);
   const int threads = omp_get_max_threads();
-  // Small maps are cut into one chunk per thread rather than a few 128-pixel ones and a remainder.
-  const int chunk_pixels =
-      int(std::min<int64_t>(kForwardChunkPanels * NR, round_up((pixels + threads - 1) / threads, NR)));
+  const int chunk_pixels = forward_chunk_pixels(pixels, batch, threads, NR);
   const int chunks = (pixels + chunk_pixels - 1) / chunk_pixels;
   const int row_panels = int(round_up(M, kRows) / kRows);
   const int row_groups = batch * chunks >= threads ? 1 : std::min(row_panels, threads);
