@@ -72,44 +72,56 @@ constexpr int kForwardChunkPanels = 8;
 
 // inp (C,H,W) -> rows [k0, k1) of the im2col matrix (row k = channel k/(KH*KW), tap k%(KH*KW)) for output pixels
 // [p0, p1), at most kForwardChunkPanels panels of them, packed for gemm_packed: panels of kCols<T> pixels, each
-// (k1-k0, kCols<T>) contiguous, pixels past p1 zero; out-of-image taps read 0. Row by row across the panels, so
-// the reads walk along input rows; where a panel's pixels are one run of an input row (stride 1, away from the
-// border) a tap is a plain copy.
+// (k1-k0, kCols<T>) contiguous, pixels past p1 zero; out-of-image taps read 0. The chunk is first cut into runs
+// along output rows (a panel that crosses a row end holds two), so that a tap of a run reads one input row:
+// checked once per run for the row and, off the border, copied without a check per pixel. Row by row across the
+// panels, so the reads walk along input rows.
 template <typename T>
 void pack_columns(T* packed, const T* inp, const ConvGeometry& g, int k0, int k1, int p0, int p1) {
-  constexpr int NR = kCols<T>, kMaxPixels = kForwardChunkPanels * NR;
-  constexpr int kNowhere = -(1 << 28);  // the window row of a pixel past p1: outside every image
-  const int OW = g.OW(), rows = k1 - k0, panels = int(round_up(p1 - p0, NR) / NR), taps = g.KH * g.KW;
-  int iy0[kMaxPixels], ix0[kMaxPixels];  // the top-left input pixel each output pixel's window starts at
-  bool one_run[kForwardChunkPanels];
-  for (int q = 0; q < panels * NR; ++q) {
-    const int p = p0 + q;
-    iy0[q] = p < p1 ? (p / OW) * g.stride - g.pad : kNowhere;
-    ix0[q] = (p % OW) * g.stride - g.pad;
+  using S = Simd<T>;
+  constexpr int NR = kCols<T>;
+  const int rows = k1 - k0, panels = int(round_up(p1 - p0, NR) / NR), taps = g.KH * g.KW;
+  // Run r: `count` pixels at packed offset `at` (panel * rows * NR + column), its first window at (y0, x0).
+  struct Run { int64_t at; int count, y0, x0; };
+  Run runs[kForwardChunkPanels * NR];  // every run holds at least one pixel
+  int run_count = 0;
+  for (int panel = 0; panel < panels; ++panel) {
+    const int q0 = p0 + panel * NR;
+    for_each_output_run(g, q0, std::min(p1, q0 + NR), [&](int y0, int x0, int count, int q) {
+      runs[run_count++] = {int64_t(panel) * rows * NR + q, count, y0, x0};
+    });
   }
-  for (int panel = 0; panel < panels; ++panel)
-    one_run[panel] = g.stride == 1 && iy0[panel * NR + NR - 1] == iy0[panel * NR];
+  const int tail = (p1 - p0) % NR;  // pixels in a last, partial panel; its columns past them stay zero
+  T* tail_row = packed + int64_t(panels - 1) * rows * NR;
   int c = k0 / taps, kh = k0 % taps / g.KW, kw = k0 % g.KW;
-  for (int k = k0; k < k1; ++k) {
+  for (int k = 0; k < rows; ++k) {
     const T* plane = inp + int64_t(c) * g.H * g.W;
     const int dy = kh * g.dilation, dx = kw * g.dilation;
-    T* dst = packed + int64_t(k - k0) * NR;
-    for (int panel = 0; panel < panels; ++panel, dst += int64_t(rows) * NR) {
-      const int* y0 = iy0 + panel * NR;
-      const int* x0 = ix0 + panel * NR;
-      const int iy = y0[0] + dy, ix = x0[0] + dx;
-      if (one_run[panel] && iy >= 0 && iy < g.H && ix >= 0 && ix + NR <= g.W) {
-        // Two vector moves: std::copy of these 64 bytes was a call to memmove.
-        const T* src = plane + int64_t(iy) * g.W + ix;
-        Simd<T>::store(dst, Simd<T>::load(src));
-        Simd<T>::store(dst + Simd<T>::kLanes, Simd<T>::load(src + Simd<T>::kLanes));
+    T* packed_row = packed + int64_t(k) * NR;
+    for (int r = 0; r < run_count; ++r) {
+      const Run& run = runs[r];
+      T* dst = packed_row + run.at;
+      const int y = run.y0 + dy, x = run.x0 + dx;
+      if (y < 0 || y >= g.H) {
+        std::fill(dst, dst + run.count, T(0));
         continue;
       }
-      for (int j = 0; j < NR; ++j) {
-        const int y = y0[j] + dy, x = x0[j] + dx;
-        dst[j] = (y >= 0 && y < g.H && x >= 0 && x < g.W) ? plane[int64_t(y) * g.W + x] : T(0);
+      const T* src = plane + int64_t(y) * g.W;
+      if (g.stride == 1 && x >= 0 && x + run.count <= g.W) {
+        if (run.count == NR) {  // two vector moves (std::copy of these 64 bytes was a call to memmove)
+          S::store(dst, S::load(src + x));
+          S::store(dst + S::kLanes, S::load(src + x + S::kLanes));
+        } else {
+          for (int j = 0; j < run.count; ++j) dst[j] = src[x + j];
+        }
+        continue;
+      }
+      for (int j = 0; j < run.count; ++j) {
+        const int xj = x + j * g.stride;
+        dst[j] = xj >= 0 && xj < g.W ? src[xj] : T(0);
       }
     }
+    if (tail) std::fill(tail_row + int64_t(k) * NR + tail, tail_row + int64_t(k) * NR + NR, T(0));
     if (++kw == g.KW && (kw = 0, ++kh == g.KH)) kh = 0, ++c;
   }
 }
