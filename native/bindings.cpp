@@ -220,6 +220,32 @@ py::array_t<T> conv2d(const py::handle& inp_obj, const py::handle& weight_obj, c
   return array_from_tensor(out);
 }
 
+// inp (B,C,H,W) -> (out (B,C,OH,OW), argmax (B,C,OH,OW) int64, an index into each input plane): the model's pool
+template <typename T>
+py::tuple maxpool2d(const py::handle& inp_obj, int kernel, int stride, int pad, bool ceil_mode) {
+  const Tensor<T> inp = tensor_from_array<T>(inp_obj, "inp");
+  if (inp.shape.size() != 4) throw std::invalid_argument("maxpool2d expects inp (B,C,H,W), got " + shape_str(inp.shape));
+  if (kernel < 1 || stride < 1 || pad < 0 || 2 * pad > kernel)
+    throw std::invalid_argument("maxpool2d needs kernel >= 1, stride >= 1, 0 <= pad <= kernel/2; got kernel=" +
+                                std::to_string(kernel) + " stride=" + std::to_string(stride) + " pad=" +
+                                std::to_string(pad));
+  const PoolGeometry g{int(inp.dim(1)), int(inp.dim(2)), int(inp.dim(3)), kernel, stride, pad, ceil_mode};
+  if (g.OH() < 1 || g.OW() < 1)
+    throw std::invalid_argument("maxpool2d output would be empty for input " + shape_str(inp.shape));
+  Tensor<T> out({inp.dim(0), g.C, g.OH(), g.OW()});
+  Tensor<int64_t> argmax(out.shape);
+  {
+    py::gil_scoped_release release;
+    std::vector<int32_t> image_argmax(size_t(out.numel() / std::max<int64_t>(1, inp.dim(0))));
+    const int64_t in_size = int64_t(g.C) * g.H * g.W, out_size = int64_t(image_argmax.size());
+    for (int64_t n = 0; n < inp.dim(0); ++n) {
+      maxpool_forward(out.ptr() + n * out_size, image_argmax.data(), inp.ptr() + n * in_size, g);
+      std::copy(image_argmax.begin(), image_argmax.end(), argmax.ptr() + n * out_size);
+    }
+  }
+  return py::make_tuple(array_from_tensor(out), array_from_tensor(argmax));
+}
+
 // dout (B,OC,OH,OW), inp (B,C,H,W), weight (OC,C,KH,KW) -> (grad_inp, grad_weight, grad_bias)
 template <typename T>
 py::tuple conv2d_backward_binding(const py::handle& dout_obj, const py::handle& inp_obj, const py::handle& weight_obj,
@@ -394,6 +420,10 @@ PYBIND11_MODULE(ssd_native, m) {
         py::arg("pad") = 0, py::arg("dilation") = 1, py::arg("reference") = false);
   m.def("conv2d_float64", &conv2d<double>, py::arg("inp"), py::arg("weight"), py::arg("bias"), py::arg("stride") = 1,
         py::arg("pad") = 0, py::arg("dilation") = 1, py::arg("reference") = false);
+  m.def("maxpool2d_float32", &maxpool2d<float>, py::arg("inp"), py::arg("kernel"), py::arg("stride"),
+        py::arg("pad") = 0, py::arg("ceil_mode") = false, "-> (out, argmax)");
+  m.def("maxpool2d_float64", &maxpool2d<double>, py::arg("inp"), py::arg("kernel"), py::arg("stride"),
+        py::arg("pad") = 0, py::arg("ceil_mode") = false, "-> (out, argmax)");
   m.def("conv2d_backward_float32", &conv2d_backward_binding<float>, py::arg("dout"), py::arg("inp"), py::arg("weight"),
         py::arg("stride") = 1, py::arg("pad") = 0, py::arg("dilation") = 1, "-> (grad_inp, grad_weight, grad_bias)");
   m.def("conv2d_backward_float64", &conv2d_backward_binding<double>, py::arg("dout"), py::arg("inp"), py::arg("weight"),

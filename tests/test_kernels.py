@@ -96,3 +96,64 @@ def test_conv2d_backward_names_a_misshaped_gradient():
     x, w = np.zeros((1, 2, 8, 8), np.float32), np.zeros((3, 2, 3, 3), np.float32)
     with pytest.raises(ValueError, match=r"dout of the output's shape \(1, 3, 6, 6\), got \(1, 3, 8, 8\)"):
         ssd_native.conv2d_backward_float32(np.zeros((1, 3, 8, 8), np.float32), x, w)
+
+
+POOL = {np.float32: ssd_native.maxpool2d_float32, np.float64: ssd_native.maxpool2d_float64}
+
+
+@st.composite
+def pool_problems(draw):
+    kernel = draw(st.integers(1, 3))
+    return {
+        "shape": (draw(st.integers(1, 2)), draw(st.integers(1, 3)), draw(st.integers(kernel, 20)),
+                  draw(st.integers(kernel, 45))),  # rows up to 45 wide: several 8-output vector groups and a rest
+        "kernel": kernel,
+        "stride": draw(st.integers(1, 3)),
+        "pad": draw(st.integers(0, kernel // 2)),
+        "ceil_mode": draw(st.booleans()),
+        "levels": draw(st.integers(1, 4)),  # few distinct values: windows full of ties
+        "specials": draw(st.integers(0, 6)),  # NaN, -inf, +inf dropped at random places
+        "seed": draw(st.integers(0, 2**16)),
+    }
+
+
+def pool_input(p, dtype):
+    rng = np.random.default_rng(p["seed"])
+    x = rng.integers(0, p["levels"], p["shape"]).astype(dtype)
+    flat = x.reshape(-1)
+    for special in rng.choice([np.nan, -np.inf, np.inf], p["specials"]):
+        flat[rng.integers(flat.size)] = special
+    return x
+
+
+@settings(max_examples=150)
+@given(problem=pool_problems(), dtype=st.sampled_from([np.float32, np.float64]))
+def test_maxpool_matches_torch_on_ties_and_nan(problem, dtype):
+    # torch's CPU rule, which the backward's routing depends on: the first maximum in scan order, NaN wins (the
+    # last NaN). Values and indices must match exactly; the windows are full of ties.
+    p = problem
+    x = pool_input(p, dtype)
+    expected, expected_idx = torch.nn.functional.max_pool2d(
+        torch.from_numpy(x), p["kernel"], p["stride"], p["pad"], ceil_mode=p["ceil_mode"], return_indices=True)
+    out, idx = POOL[dtype](x, p["kernel"], p["stride"], p["pad"], p["ceil_mode"])
+    np.testing.assert_array_equal(out, expected.numpy())
+    np.testing.assert_array_equal(idx, expected_idx.numpy())
+
+
+@pytest.mark.parametrize("size, kernel, stride, pad, ceil_mode", [(300, 2, 2, 0, False), (75, 2, 2, 0, True),
+                                                                  (19, 3, 1, 1, False)])
+def test_maxpool_matches_torch_at_ssd_geometries(size, kernel, stride, pad, ceil_mode):
+    p = {"shape": (1, 2, size, size), "levels": 3, "specials": 40, "seed": size}
+    x = pool_input(p, np.float32)
+    expected, expected_idx = torch.nn.functional.max_pool2d(
+        torch.from_numpy(x), kernel, stride, pad, ceil_mode=ceil_mode, return_indices=True)
+    out, idx = ssd_native.maxpool2d_float32(x, kernel, stride, pad, ceil_mode)
+    np.testing.assert_array_equal(out, expected.numpy())
+    np.testing.assert_array_equal(idx, expected_idx.numpy())
+
+
+def test_maxpool_names_bad_geometry():
+    with pytest.raises(ValueError, match=r"pad <= kernel/2; got kernel=2 stride=2 pad=2"):
+        ssd_native.maxpool2d_float32(np.zeros((1, 1, 4, 4), np.float32), 2, 2, 2)
+    with pytest.raises(ValueError, match=r"expects inp \(B,C,H,W\), got \(4, 4\)"):
+        ssd_native.maxpool2d_float32(np.zeros((4, 4), np.float32), 2, 2)
