@@ -182,6 +182,18 @@ def test_conv2d_fuzz(inp, weight, bias, stride, pad, dilation, reference):
         assert result.shape[:2] == (inp.shape[0], weight.shape[0]) and result.dtype == np.float32
 
 
+@settings(FUZZ, max_examples=300)
+@given(inp=hostile_arrays((1, 2, 20, 40), np.float32), kernel=st.integers(-1, 4), stride=st.integers(-1, 3),
+       pad=st.integers(-1, 3), ceil_mode=st.booleans())
+def test_maxpool2d_fuzz(inp, kernel, stride, pad, ceil_mode):
+    status, result = _call("maxpool2d", ssd_native.maxpool2d_float32, inp, kernel, stride, pad, ceil_mode)
+    if status == "ok":
+        out, argmax = result
+        assert out.shape == argmax.shape and out.shape[:2] == inp.shape[:2]
+        planes = argmax.reshape(argmax.shape[0], argmax.shape[1], -1)
+        assert planes.size == 0 or (planes.min() >= 0 and planes.max() < inp.shape[2] * inp.shape[3])
+
+
 @settings(FUZZ, max_examples=200)
 @given(dout=hostile_arrays((1, 3, 4, 4), np.float32), inp=hostile_arrays((1, 2, 6, 6), np.float32),
        weight=hostile_arrays((3, 2, 3, 3), np.float32), stride=st.integers(-1, 4), pad=st.integers(-2, 4),
@@ -274,7 +286,8 @@ def test_switches_fuzz(names, threads):
 
 def test_model_is_unharmed_and_enough_calls_were_made(narrow_native, baseline):
     assert baseline.still_holds(narrow_native)
-    fuzzers = {"forward", "forward_backward", "conv2d", "conv2d_backward", "isolated", "ModelFloat32", "sgd_step", "set_faults"}
+    fuzzers = {"forward", "forward_backward", "conv2d", "conv2d_backward", "maxpool2d", "isolated", "ModelFloat32", "sgd_step",
+               "set_faults"}
     if not fuzzers <= set(CALLS):
         pytest.skip("run with the whole module to count calls")
     print(f"\nfuzz: {sum(CALLS.values())} native calls: {dict(CALLS)}")
