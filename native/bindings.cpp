@@ -217,7 +217,7 @@ py::array_t<T> conv2d(const py::handle& inp_obj, const py::handle& weight_obj, c
     else
       conv2d_forward(out.ptr(), inp.ptr(), int(inp.dim(0)), weight.ptr(), g, packed_weight, ConvEpilogue<T>{bias.ptr()});
   }
-  return array_from_tensor(out);
+  return array_taking(std::move(out));
 }
 
 // inp (B,C,H,W) -> (out (B,C,OH,OW), argmax (B,C,OH,OW) int64, an index into each input plane): the model's pool
@@ -243,7 +243,7 @@ py::tuple maxpool2d(const py::handle& inp_obj, int kernel, int stride, int pad, 
       std::copy(image_argmax.begin(), image_argmax.end(), argmax.ptr() + n * out_size);
     }
   }
-  return py::make_tuple(array_from_tensor(out), array_from_tensor(argmax));
+  return py::make_tuple(array_taking(std::move(out)), array_taking(std::move(argmax)));
 }
 
 // dout (B,OC,OH,OW), inp (B,C,H,W), weight (OC,C,KH,KW) -> (grad_inp, grad_weight, grad_bias)
@@ -265,7 +265,8 @@ py::tuple conv2d_backward_binding(const py::handle& dout_obj, const py::handle& 
     conv2d_backward(grad_inp.ptr(), grad_weight.ptr(), grad_bias.ptr(), dout.ptr(), inp.ptr(), int(inp.dim(0)),
                     weight.ptr(), g, scratch);
   }
-  return py::make_tuple(array_from_tensor(grad_inp), array_from_tensor(grad_weight), array_from_tensor(grad_bias));
+  return py::make_tuple(array_taking(std::move(grad_inp)), array_taking(std::move(grad_weight)),
+                        array_taking(std::move(grad_bias)));
 }
 
 void guarded_scratch_probe(int64_t size, int64_t write_begin, int64_t write_end) {
