@@ -1,7 +1,8 @@
 """`make bench`: the native SSD300 against PyTorch on the same cores and the same thread count, in one run.
 
-Every number is the minimum (and median) of repeated runs after a warm-up run, and every verdict is a ratio
-between two numbers measured in this run, never an absolute time: these machines are shared and noisy.
+Every number is the minimum (and median) of repeated runs after a warm-up run, the two sides' runs alternating, and
+every verdict is a ratio between two numbers measured in this run, never an absolute time: these machines are shared
+and noisy.
 
 - the training step (forward, MultiBox loss, backward, SGD update) of SSD300 at batch 1 and 4, and forward alone
   at batch 1 (native: what a deployed model returns, the head outputs; PyTorch: backbone + head, no hooks);
@@ -48,6 +49,23 @@ def timed(function, repeats: int) -> Timing:
         function()
         times.append(time.perf_counter() - start)
     return Timing(min(times), statistics.median(times), repeats)
+
+
+def timed_pair(native, torch_side, repeats: int) -> dict:
+    """-> {"native": Timing, "torch": Timing}: one warm-up call each, then `repeats` rounds that time one call of
+    each side back to back, so both sides sample the same stretch of a shared machine's load (timing one side's
+    runs, then the other's, let a slow spell land on one side only: forward ratios of 1.10 and 1.40 in two runs of
+    the same code)."""
+    functions = {"native": native, "torch": torch_side}
+    for function in functions.values():
+        function()
+    times = {side: [] for side in functions}
+    for _ in range(repeats):
+        for side, function in functions.items():
+            start = time.perf_counter()
+            function()
+            times[side].append(time.perf_counter() - start)
+    return {side: Timing(min(t), statistics.median(t), repeats) for side, t in times.items()}
 
 
 def ratio(native: Timing, torch_side: Timing) -> float:
@@ -157,13 +175,15 @@ def layer_rows(sides: Sides, repeats: int) -> list:
         dout = np.random.default_rng(0).standard_normal(out.shape).astype(np.float32)
         flops = 2.0 * out.numel() * w.shape[1] * w.shape[2] * w.shape[3]
         tx, tw, tb, tdout = (torch.from_numpy(a) for a in (x, w, b, dout))
-        native_fwd = timed(lambda: ssd_native.conv2d_float32(x, w, b, stride=stride, pad=pad, dilation=dil), repeats)
-        torch_fwd = timed(lambda: torch.nn.functional.conv2d(tx, tw, tb, stride, pad, dil), repeats)
-        native_bwd = timed(lambda: ssd_native.conv2d_backward_float32(dout, x, w, stride=stride, pad=pad,
-                                                                      dilation=dil), repeats)
-        torch_bwd = timed(lambda: torch.ops.aten.convolution_backward(
-            tdout, tx, tw, [tw.shape[0]], [stride] * 2, [pad] * 2, [dil] * 2, False, [0, 0], 1, [True, True, True]),
+        forward = timed_pair(lambda: ssd_native.conv2d_float32(x, w, b, stride=stride, pad=pad, dilation=dil),
+                             lambda: torch.nn.functional.conv2d(tx, tw, tb, stride, pad, dil), repeats)
+        backward = timed_pair(
+            lambda: ssd_native.conv2d_backward_float32(dout, x, w, stride=stride, pad=pad, dilation=dil),
+            lambda: torch.ops.aten.convolution_backward(tdout, tx, tw, [tw.shape[0]], [stride] * 2, [pad] * 2,
+                                                        [dil] * 2, False, [0, 0], 1, [True, True, True]),
             repeats)
+        native_fwd, torch_fwd = forward["native"], forward["torch"]
+        native_bwd, torch_bwd = backward["native"], backward["torch"]
         rows.append({
             "layer": name, "input": list(x.shape), "weight": list(w.shape), "stride": stride, "pad": pad,
             "dilation": dil, "forward_gflop": flops / 1e9,
@@ -210,7 +230,7 @@ def harness_overhead(repeats: int) -> dict:
     for dtype in (np.float32, np.float64):
         sides = Sides(dtype)
         batch = sides.inputs(4)
-        bare += timed(sides.native_step(batch), repeats).min_s + timed(sides.torch_step(batch), repeats).min_s
+        bare += sum(t.min_s for t in timed_pair(sides.native_step(batch), sides.torch_step(batch), repeats).values())
         del sides
         release_memory()
     scenario = Sides.scenario(4)
@@ -240,12 +260,11 @@ def run(repeats: int, threads: int, output: Path, console) -> int:
     steps = {}
     for batch_size in (1, 2, 4, 8):
         batch = sides.inputs(batch_size)
-        steps[batch_size] = {"native": timed(sides.native_step(batch), repeats),
-                             "torch": timed(sides.torch_step(batch), repeats)}
+        steps[batch_size] = timed_pair(sides.native_step(batch), sides.torch_step(batch), repeats)
         console.print(f"training step B{batch_size}: native {steps[batch_size]['native'].min_s:.3f} s, "
                       f"PyTorch {steps[batch_size]['torch'].min_s:.3f} s")
     batch1 = sides.inputs(1)
-    forward = {"native": timed(sides.native_forward(batch1), repeats), "torch": timed(sides.torch_forward(batch1), repeats)}
+    forward = timed_pair(sides.native_forward(batch1), sides.torch_forward(batch1), repeats)
     result["step"] = {f"B{b}": {k: t.as_dict() for k, t in s.items()} | {"ratio": ratio(s["native"], s["torch"])}
                       for b, s in steps.items()}
     result["forward_B1"] = {k: t.as_dict() for k, t in forward.items()} | {"ratio": ratio(forward["native"], forward["torch"])}
