@@ -3,7 +3,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <type_traits>
@@ -25,9 +24,16 @@ struct PoolGeometry {
   int OW() const { return out_size(W, kernel, stride, pad, ceil_mode); }
 };
 
+// torch's CPU rule for the next element v of a window scanned in order: it replaces the best so far when greater,
+// or when NaN (so ties keep the first maximum, and the last NaN wins). A select, not a branch: ties are common.
+template <typename T>
+inline bool pool_takes(T v, T best) {
+  return (v > best) | (v != v);
+}
+
 // A 2x2, stride-2 pool's output row from input rows y0 and y0+1 of a float plane (W wide), eight outputs at a time:
 // out[0, n), argmax[0, n) for the n = the first outputs whose windows fit in groups of eight; returns n. The four
-// window elements are taken in scan order with the scalar rule (greater, or NaN, replaces), lane by lane.
+// window elements are taken in scan order with pool_takes's rule, lane by lane.
 inline int maxpool_2x2_row(float* out, int32_t* argmax, const float* plane, int W, int y0, int OW) {
   const __m256i lane_offsets = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
   int ox = 0;
@@ -82,7 +88,7 @@ void maxpool_plane(T* out, int32_t* argmax, const T* plane, const PoolGeometry& 
           for (int dx = dy == 0 ? 1 : 0; dx < k; ++dx) {
             const int32_t i = (y0 + dy) * g.W + x0 + dx;
             const T v = plane[i];
-            const bool take = (v > best) | (v != v);  // v != v: NaN. Selects, not branches: ties are common
+            const bool take = pool_takes(v, best);
             best = take ? v : best;
             best_idx = take ? i : best_idx;
           }
@@ -96,7 +102,7 @@ void maxpool_plane(T* out, int32_t* argmax, const T* plane, const PoolGeometry& 
       for (int y = std::max(y0, 0); y < y1; ++y)
         for (int x = std::max(x0, 0); x < x1; ++x) {
           const T v = plane[y * g.W + x];
-          if (v > best || std::isnan(v)) {
+          if (pool_takes(v, best)) {
             best = v;
             best_idx = y * g.W + x;
           }

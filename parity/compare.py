@@ -222,17 +222,14 @@ def _all_finite(result, oracle) -> bool:
 def _errors_any(native, reference, yardstick) -> _OracleErrors:
     """Whole-tensor passes that handle non-finite values: |native - yardstick| is 0 where either side is not
     finite, and infinite where the sides disagree on being finite (counted, and listed first among the worst)."""
-    def error_array():
-        error = np.asarray(np.subtract(native, yardstick, dtype=np.float64))  # an array even for a scalar tensor
-        np.abs(error, out=error)
-        both_finite = np.isfinite(native) & np.isfinite(reference)
-        if not both_finite.all():
-            error[~both_finite] = 0.0
-            same_nonfinite = (np.isnan(native) & np.isnan(reference)) | (native == reference)
-            error[~both_finite & ~same_nonfinite] = np.inf
-        return error.ravel()
-
-    error = error_array()
+    error = np.asarray(np.subtract(native, yardstick, dtype=np.float64))  # an array even for a scalar tensor
+    np.abs(error, out=error)
+    both_finite = np.isfinite(native) & np.isfinite(reference)
+    if not both_finite.all():
+        error[~both_finite] = 0.0
+        same_nonfinite = (np.isnan(native) & np.isnan(reference)) | (native == reference)
+        error[~both_finite & ~same_nonfinite] = np.inf
+    error = error.ravel()
     finite = np.isfinite(error)
     worst = _largest(error, WORST_COUNT)
     return _OracleErrors(
