@@ -71,16 +71,54 @@ Batch<T> batch_from_python(const Model<T>& model, const py::handle& images_obj, 
   return batch;
 }
 
+// {tap: (kind, first, second)} -> StepRouting: ("pool", choice int64, mask uint8), ("relu", force_pass uint8,
+// force_block uint8), ("mining", negatives uint8, mask uint8) under "mining.negatives"; None is no routing
+StepRouting routing_from_python(const py::handle& routing_obj) {
+  StepRouting routing;
+  if (routing_obj.is_none()) return routing;
+  if (!py::isinstance<py::dict>(routing_obj))
+    throw py::type_error("argument 'routing' must be a dict {tap: (kind, array, array)} or None, got " +
+                         std::string(py::str(py::type::of(routing_obj).attr("__name__"))));
+  for (const auto& [key, value] : py::reinterpret_borrow<py::dict>(routing_obj)) {
+    if (!py::isinstance<py::str>(key))
+      throw py::type_error("routing keys must be str, got " + std::string(py::repr(key)));
+    const std::string tap = py::str(key), where = "routing['" + tap + "']";
+    if (!py::isinstance<py::tuple>(value) || py::len(value) != 3 || !py::isinstance<py::str>(value[py::int_(0)]))
+      throw py::type_error(where + " must be a tuple (kind, array, array), got " + std::string(py::repr(value)));
+    const py::tuple entry = py::reinterpret_borrow<py::tuple>(value);
+    const std::string kind = py::str(entry[0]);
+    if (kind == "pool") {
+      routing.pools[tap] = {tensor_from_array<int64_t>(entry[1], where + " choice"),
+                            tensor_from_array<uint8_t>(entry[2], where + " mask")};
+    } else if (kind == "relu") {
+      routing.relus[tap] = {tensor_from_array<uint8_t>(entry[1], where + " force_pass"),
+                            tensor_from_array<uint8_t>(entry[2], where + " force_block")};
+    } else if (kind == "mining" && tap == "mining.negatives") {
+      routing.mining = StepRouting::Mining{tensor_from_array<uint8_t>(entry[1], where + " negatives"),
+                                           tensor_from_array<uint8_t>(entry[2], where + " mask")};
+    } else {
+      throw std::invalid_argument(where + " has kind '" + kind +
+                                  "': a native step follows 'pool' and 'relu' decisions at their taps and 'mining' "
+                                  "at 'mining.negatives'");
+    }
+  }
+  return routing;
+}
+
 // -> {tap: array} for the whole training step: forward taps, loss taps, then "grad/<tap>" in reverse execution
-// order and "param_grad/<key>" in state_dict order
+// order and "param_grad/<key>" in state_dict order. routing: another run's near-tie decisions to take
+// (step_routing.h), checked before the step runs.
 template <typename T>
 py::dict forward_backward(Model<T>& model, const py::handle& images_obj, const py::handle& boxes_obj,
-                          const py::handle& labels_obj) {
+                          const py::handle& labels_obj, const py::handle& routing_obj) {
   const Batch<T> batch = batch_from_python(model, images_obj, boxes_obj, labels_obj);
+  const StepRouting routing = routing_from_python(routing_obj);
+  model.check_routing(routing, batch.images.dim(0));
   {
     py::gil_scoped_release release;
     model.forward(batch.images);
-    model.loss(batch.boxes, batch.labels);
+    model.loss(batch.boxes, batch.labels, routing.mining ? &*routing.mining : nullptr);
+    model.route_backward(routing);
     model.backward();
   }
   py::dict trace;
@@ -360,7 +398,9 @@ void bind_model(py::module_& m, const char* name) {
       .def("forward", &forward<T>, py::arg("images"), py::arg("all_taps") = true,
            "images (B,3,300,300) -> {tap: array} in execution order (loc_head and conf_head only if not all_taps)")
       .def("forward_backward", &forward_backward<T>, py::arg("images"), py::arg("boxes"), py::arg("labels"),
-           "One training step without the update: forward, loss and backward taps, in one dict.")
+           py::arg("routing") = py::none(),
+           "One training step without the update: forward, loss and backward taps, in one dict; with `routing`, "
+           "another run's near-tie decisions taken where masked.")
       .def("isolated", &isolated<T>, py::arg("name"), py::arg("inputs"), py::arg("boxes") = py::none(),
            py::arg("labels") = py::none(),
            "Run only the stage producing tap `name` from the given input taps (e.g. the reference's); -> its outputs.")

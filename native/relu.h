@@ -13,7 +13,7 @@ void relu_backward(T* dinp, const T* dout, const T* out, int64_t n) {
 }
 
 // dout (n), pass (n) -> dinp (n); the gradient passes where `pass` is set: a ReLU replayed with another side's
-// decisions at near-zero inputs (the harness's isolated backward)
+// decisions at near-zero inputs (the harness's isolated backward, or a routed step)
 template <typename T>
 void relu_backward_routed(T* dinp, const T* dout, const uint8_t* pass, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dinp[i] = pass[i] ? dout[i] : T(0);

@@ -17,6 +17,7 @@
 #include "sgd.h"
 #include "ssd_graph.h"
 #include "ssd_matcher.h"
+#include "step_routing.h"
 #include "tensor.h"
 
 namespace ssd {
@@ -57,7 +58,14 @@ class Model {
 
   // After forward: per image, boxes (n,4) xyxy pixels and labels (n) -> matching, targets, per-prior losses,
   // mined negatives and the three losses, recorded as taps. Boxes and labels are validated by the caller.
-  void loss(const std::vector<Tensor<T>>& boxes, const std::vector<std::vector<int64_t>>& labels);
+  // forced_negatives: another run's hard negatives, taken where masked (step_routing.h) before the loss sums.
+  void loss(const std::vector<Tensor<T>>& boxes, const std::vector<std::vector<int64_t>>& labels,
+            const StepRouting::Mining* forced_negatives = nullptr);
+
+  // A step that takes another run's near-tie decisions: check_routing before the step (every tap, shape and
+  // index against this batch), route_backward between loss and backward (pool windows and ReLUs).
+  void check_routing(const StepRouting& routing, int64_t batch) const;
+  void route_backward(const StepRouting& routing);
 
   // After loss: d loss.total / d every tap ("grad/<tap>") and every parameter ("param_grad/<key>"), recorded.
   // Parameter gradients are zeroed here, once per step.
@@ -138,9 +146,10 @@ class Model {
   bool keep_tap_grads_ = true, keep_taps_ = true;
   std::map<std::string, Tensor<T>> param_grads_;             // d loss / d weight, by state_dict key
   std::map<std::string, Tensor<T>> momentum_;                // SGD momentum buffers, by state_dict key
-  // Isolated backward only: the reference's output gradients, the ReLU decisions to replay, and the results.
-  const std::map<std::string, Tensor<T>>* replay_grads_ = nullptr;
+  // ReLU decisions replayed by the backward (an isolated backward, or a routed step), by tap: 1 where it passes.
   std::map<std::string, Tensor<uint8_t>> relu_pass_;
+  // Isolated backward only: the reference's output gradients, and the results.
+  const std::map<std::string, Tensor<T>>* replay_grads_ = nullptr;
   std::map<std::string, Tensor<T>> isolated_grads_;
   std::vector<std::string> isolated_grad_order_;
   std::vector<std::string> tap_order_;
@@ -155,4 +164,5 @@ class Model {
 #include "ssd_model_loss.h"
 #include "ssd_model_backward.h"
 #include "ssd_model_isolated.h"
+#include "ssd_model_routing.h"
 #include "ssd_model_train.h"

@@ -109,10 +109,16 @@ void Model<T>::loss_sums_stage() {
 }
 
 template <typename T>
-void Model<T>::loss(const std::vector<Tensor<T>>& boxes, const std::vector<std::vector<int64_t>>& labels) {
+void Model<T>::loss(const std::vector<Tensor<T>>& boxes, const std::vector<std::vector<int64_t>>& labels,
+                    const StepRouting::Mining* forced_negatives) {
   match_stage(boxes, labels);
   class_loss_stage();
   mining_stage();
+  if (forced_negatives != nullptr) {
+    Tensor<int64_t>& negatives = index_taps_.at("mining.negatives");
+    for (int64_t i = 0; i < negatives.numel(); ++i)
+      if (forced_negatives->mask.data[i]) negatives.data[i] = forced_negatives->negatives.data[i] != 0;
+  }
   loss_sums_stage();
 }
 

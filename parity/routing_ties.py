@@ -8,6 +8,7 @@ of the pool's input tap; a ReLU only when the value on the passing side is withi
 input was zero up to rounding). Any other disagreement is left to fail.
 """
 
+import numpy as np
 import torch
 
 from reference.routing import POOL_INPUTS, window_argmax
@@ -17,9 +18,11 @@ from .index_compare import negative_ties
 from .tolerance import oracle_bound
 
 
-def _pool_ties(pool, input_tap, native, reference, oracle, replayed, decisions):
+def _pool_ties(pool, input_tap, native, reference, oracle, replayed, decisions, native_replayed):
     with torch.no_grad():
         native_choice = window_argmax(pool, torch.from_numpy(native[input_tap]).double())
+        if native_replayed is not None:  # the native step took another run's choice there
+            native_choice = torch.where(native_replayed[2], native_replayed[1], native_choice)
         reference_choice = window_argmax(pool, torch.from_numpy(decisions[input_tap]).double())
         if replayed is not None:  # the reference already took the native choice there
             reference_choice = torch.where(replayed[2], replayed[1], reference_choice)
@@ -33,8 +36,10 @@ def _pool_ties(pool, input_tap, native, reference, oracle, replayed, decisions):
     return ("pool", native_choice, ties) if ties.any() else None
 
 
-def _relu_ties(tap, native, reference, oracle, replayed, decisions):
+def _relu_ties(tap, native, reference, oracle, replayed, decisions, native_replayed):
     native_on = torch.from_numpy(native[tap] > 0)
+    if native_replayed is not None:
+        native_on = (native_on | native_replayed[1]) & ~native_replayed[2]
     reference_on = torch.from_numpy(decisions[tap] > 0)
     if replayed is not None:  # a replayed ReLU passes (or blocks) there whatever its output's sign
         reference_on = (reference_on | replayed[1]) & ~replayed[2]
@@ -70,13 +75,15 @@ def _matching_ties(native, reference, decisions):
 
 
 def find_routing_ties(model, native: dict, reference: dict, oracle: dict, replayed: dict | None = None,
-                      decisions: dict | None = None) -> dict:
+                      decisions: dict | None = None, native_replayed: dict | None = None) -> dict:
     """-> {tap: replay entry} for every pool, ReLU or mining decision with at least one near-tie decided
     differently; hard negatives count as tied when their loss is within the loss bound of the boundary.
     replayed: the routing the reference already ran with (its decisions there are the native ones);
     decisions: the run whose decisions are held to the native ones (default: the reference; the oracle for a
-    training trajectory). "Near" is always measured by the reference's float32 error against the oracle."""
-    replayed = replayed or {}
+    training trajectory); native_replayed: the routing the native step itself ran with (native_routing), whose
+    decisions are then the native ones. "Near" is always measured by the reference's float32 error against the
+    oracle."""
+    replayed, native_replayed = replayed or {}, native_replayed or {}
     decisions = reference if decisions is None else decisions
     found = {}
     mining = _mining_ties(native, reference, oracle, decisions)
@@ -87,9 +94,10 @@ def find_routing_ties(model, native: dict, reference: dict, oracle: dict, replay
         found["match.matched_idx"] = matching
     for module, tap in module_taps(model).items():
         if tap in POOL_INPUTS:
-            entry = _pool_ties(module, POOL_INPUTS[tap], native, reference, oracle, replayed.get(tap), decisions)
+            entry = _pool_ties(module, POOL_INPUTS[tap], native, reference, oracle, replayed.get(tap), decisions,
+                               native_replayed.get(tap))
         elif isinstance(module, torch.nn.ReLU):
-            entry = _relu_ties(tap, native, reference, oracle, replayed.get(tap), decisions)
+            entry = _relu_ties(tap, native, reference, oracle, replayed.get(tap), decisions, native_replayed.get(tap))
         else:
             entry = None
         if entry is not None:
@@ -132,19 +140,32 @@ def tie_counts(routing: dict) -> dict:
 MAX_REPLAYS = 4
 
 
-def reconcile(model, native: dict, runs: tuple, replay, every_run: bool = False) -> tuple:
+def native_step_routing(routing: dict) -> dict:
+    """A routing as a native step takes it (forward_backward's `routing`): arrays, masks as uint8. A routing found
+    against a float32 reference (reconcile) never holds matching, which a native step does not take."""
+    def mask(t):
+        return np.ascontiguousarray(t.numpy().astype(bool, copy=False)).view(np.uint8)
+
+    return {tap: (kind, np.ascontiguousarray(first.numpy()) if kind == "pool" else mask(first), mask(second))
+            for tap, (kind, first, second) in routing.items()}
+
+
+def reconcile(model, native: dict, runs: tuple, replay, every_run: bool = False, start: dict | None = None,
+              native_routing: dict | None = None) -> tuple:
     """runs: the reference forward traces to reconcile, the last being the float64 yardstick (reference32 and
     oracle, or the oracle alone); replay(routing) gives them again under that routing. The network's forward values
     do not move under a routing (only the backward follows it), but a forced match changes the loss's targets and
     can expose further tied negatives, so finding repeats until nothing new is found (at most MAX_REPLAYS times).
     every_run: hold every run's near-tied decisions to the native ones, not only the first run's (a training
     trajectory, where an oracle that decided a tie its own way would drift off and loosen every later bound).
-    -> (routing, the runs under it)."""
-    routing = {}
+    start: a routing the runs already follow (runs are under it); native_routing: the routing the native step
+    itself ran with. -> (routing, the runs under it)."""
+    routing = start or {}
     for _ in range(MAX_REPLAYS):
         found = {}
         for run in runs if every_run else runs[:1]:
-            found = merge_routing(found, find_routing_ties(model, native, runs[0], runs[-1], routing, decisions=run))
+            found = merge_routing(found, find_routing_ties(model, native, runs[0], runs[-1], routing, decisions=run,
+                                                           native_replayed=native_routing))
         if not found:
             break
         routing = merge_routing(routing, found)

@@ -13,7 +13,7 @@ from reference.model import build_reference, state_dict_arrays
 from reference.step import PendingStep, run_step
 from reference.taps import run_forward
 
-from .routing_ties import reconcile, same_routing, tie_counts
+from .routing_ties import native_step_routing, reconcile, same_routing, tie_counts
 from .scenario import Scenario
 
 NATIVE_MODELS = {np.dtype(np.float32): ssd_native.ModelFloat32, np.dtype(np.float64): ssd_native.ModelFloat64}
@@ -87,13 +87,15 @@ def pending_reference_step(scenario: Scenario, images: np.ndarray, targets: list
     return PendingStep(model, torch.from_numpy(images), boxes, labels)
 
 
-def native_step(scenario: Scenario, images: np.ndarray, targets: list) -> dict:
-    """The scenario's training step(s) on the native model; the last step's trace."""
+def native_step(scenario: Scenario, images: np.ndarray, targets: list, routing: dict | None = None) -> dict:
+    """The scenario's training step(s) on the native model; the last step's trace. routing: near-tie decisions
+    (parity/routing_ties.py) the last step takes where masked."""
     _, model = _models(scenario, images.dtype)
     boxes = [np.ascontiguousarray(b, dtype=images.dtype) for b, _ in targets]
-    for _ in range(scenario.steps):
-        trace = model.forward_backward(images, boxes, [l for _, l in targets])
-    return trace
+    labels = [l for _, l in targets]
+    for _ in range(scenario.steps - 1):
+        model.forward_backward(images, boxes, labels)
+    return model.forward_backward(images, boxes, labels, native_step_routing(routing or {}))
 
 
 def release_memory() -> None:
@@ -117,7 +119,7 @@ class SideTraces:
     oracle: dict  # torch float64, the yardstick for both float32 sides
     native: dict  # C++ float32
     native64: dict | None  # C++ float64, held to the oracle at near machine precision (None for a dump)
-    oracle_for_native64: dict | None = None  # the oracle with native64's routing ties replayed, if it had any
+    oracle_for_native64: dict | None = None  # the oracle with native64's own routing ties replayed too, if it had any
     routing_ties: dict = field(default_factory=dict)  # tap -> count of near-tied decisions routed as the native side did
     routing: dict = field(default_factory=dict)  # tap -> the replay entry itself (reference/routing.py)
 
@@ -140,7 +142,6 @@ def run_sides(scenario: Scenario, step: bool = True, native: dict | None = None)
                           None if external else native_forward(scenario, images64))
     targets = scenario.targets()
     native_trace = native if external else native_step(scenario, images, targets)
-    native64 = None if external else native_step(scenario, images64, targets)
     reference = pending_reference_step(scenario, images, targets)
     oracle = pending_reference_step(scenario, images64, targets)
     # Near-tied decisions (pool windows, ReLUs, mining) the native side took differently: the reference's backward
@@ -148,11 +149,15 @@ def run_sides(scenario: Scenario, step: bool = True, native: dict | None = None)
     model, _ = _models(scenario, np.float32)
     routing, _ = reconcile(model, native_trace, (reference.forward_trace(), oracle.forward_trace()),
                            lambda r: (reference.forward_trace(r), oracle.forward_trace(r)))
-    # native64 is held to the oracle with native64's own near-ties routed its way (often none): a second backward
-    # of the oracle, unless both native sides took the same decisions.
+    # native64 takes the same decisions at those ties, so the oracle's one routed backward serves both native sides;
+    # native64's own near-ties against the oracle (often none) are routed its way on top, in a second backward of
+    # the oracle only if there are any.
     routing64 = routing
-    if native64 is not None:
-        routing64, _ = reconcile(model, native64, (oracle.forward_trace(),), lambda r: (oracle.forward_trace(r),))
+    native64 = None
+    if not external:
+        native64 = native_step(scenario, images64, targets, routing)
+        routing64, _ = reconcile(model, native64, (oracle.forward_trace(routing),), lambda r: (oracle.forward_trace(r),),
+                                 start=routing, native_routing=routing)
     reference_trace = _as_arrays(reference.backward(routing))
     second_backward = not same_routing(routing, routing64)
     oracle_trace = _as_arrays(oracle.backward(routing, keep_graph=second_backward))
