@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from parity.cases import scenario_for
-from parity.routing_ties import native_step_routing
+from parity.routing_ties import native_step_routing, reconcile, same_routing
 from parity.sides import native_model_for, native_step, pending_reference_step, reference_model_for
 from parity.tolerance import strict64_bound
 from reference.routing import POOL_INPUTS, window_argmax
@@ -124,3 +124,44 @@ def test_a_bad_routing_is_rejected_before_the_step(change, error, message):
         model.forward_backward(images, boxes, labels, routing)
     with pytest.raises(TypeError, match=r"'routing' must be a dict"):
         model.forward_backward(images, boxes, labels, [])
+
+
+def test_native64_ties_of_its_own_are_routed_on_top_of_native32s():
+    """run_sides' tie search for the routed float64 step: none of its own on a clean run (one oracle backward serves
+    both native builds); a window where native64 alone took a near-tied element is added to native32's routing."""
+    scenario = scenario_for("narrow", 1)
+    images, targets = scenario.images(), scenario.targets()
+    reference = pending_reference_step(scenario, images, targets)
+    oracle = pending_reference_step(scenario, images.astype(np.float64), targets)
+    model = reference_model_for(scenario)
+    routing, _ = reconcile(model, native_step(scenario, images, targets),
+                           (reference.forward_trace(), oracle.forward_trace()),
+                           lambda r: (reference.forward_trace(r), oracle.forward_trace(r)))
+    assert routing, "narrow-B1 has near-ties in its pools"
+    native64 = native_step(scenario, images.astype(np.float64), targets, routing)
+
+    def search(native, oracle_trace):
+        return reconcile(model, native, (oracle_trace,), lambda r: (oracle_trace,), start=routing,
+                         native_routing=routing)[0]
+
+    oracle_trace = oracle.forward_trace(routing)
+    assert same_routing(search(native64, oracle_trace), routing)
+    # a pool1 window that takes its first element, a positive one, made a near-tie: its second element set a hair
+    # below the first in the oracle and a hair above it in native64
+    def windows(trace):
+        tap = trace["backbone.conv1_2"].copy()
+        return tap, tap[0].reshape(tap.shape[1], tap.shape[2] // 2, 2, -1, 2).transpose(0, 1, 3, 2, 4)
+
+    native_input, native_windows = windows(native64)
+    oracle_input, oracle_windows = windows(oracle_trace)
+    first = (oracle_windows.reshape(*oracle_windows.shape[:3], 4).argmax(-1) == 0) & (oracle_windows[..., 0, 0] > 0)
+    channel, row, col = np.argwhere(first)[0]
+    oracle_windows[channel, row, col, 0, 1] = oracle_windows[channel, row, col, 0, 0] * (1 - 1e-13)
+    native_windows[channel, row, col, 0, 1] = native_windows[channel, row, col, 0, 0] * (1 + 1e-13)
+    found = search(dict(native64, **{"backbone.conv1_2": native_input}),
+                   dict(oracle_trace, **{"backbone.conv1_2": oracle_input}))
+    assert not same_routing(found, routing)
+    assert set(found) == set(routing) | {"backbone.pool1"}
+    _, choice, mask = found["backbone.pool1"]
+    assert int(mask.sum()) == 1 + (int(routing["backbone.pool1"][2].sum()) if "backbone.pool1" in routing else 0)
+    assert mask[0, channel, row, col] and choice[0, channel, row, col] == 2 * row * native_input.shape[3] + 2 * col + 1
