@@ -19,20 +19,25 @@ from .tolerance import oracle_bound
 
 
 def _pool_ties(pool, input_tap, native, reference, oracle, replayed, decisions, native_replayed):
-    with torch.no_grad():
-        native_choice = window_argmax(pool, torch.from_numpy(native[input_tap]).double())
+    with torch.no_grad():  # the argmax is taken on each run's own values: a conversion to float64 is exact
+        native_choice = window_argmax(pool, torch.from_numpy(native[input_tap]))
         if native_replayed is not None:  # the native step took another run's choice there
             native_choice = torch.where(native_replayed[2], native_replayed[1], native_choice)
-        reference_choice = window_argmax(pool, torch.from_numpy(decisions[input_tap]).double())
+        reference_choice = window_argmax(pool, torch.from_numpy(decisions[input_tap]))
         if replayed is not None:  # the reference already took the native choice there
             reference_choice = torch.where(replayed[2], replayed[1], reference_choice)
         differ = native_choice != reference_choice
         if not differ.any():
             return None
-        values = torch.from_numpy(oracle[input_tap]).flatten(2)
-        gap = (values.gather(2, native_choice.flatten(2)) - values.gather(2, reference_choice.flatten(2))).abs()
+        # The two candidates' oracle values, at the differing windows only: flat index of each window's plane + choice
+        where = differ.nonzero(as_tuple=True)
+        channels, plane_size = oracle[input_tap].shape[1], oracle[input_tap].shape[2] * oracle[input_tap].shape[3]
+        plane_start = (where[0] * channels + where[1]) * plane_size
+        values = torch.from_numpy(oracle[input_tap]).reshape(-1)
+        gap = (values[plane_start + native_choice[where]] - values[plane_start + reference_choice[where]]).abs()
     bound = oracle_bound(reference[input_tap], oracle[input_tap]).value
-    ties = differ & (gap.view_as(differ) <= bound)
+    ties = torch.zeros_like(differ)
+    ties[where] = gap <= bound
     return ("pool", native_choice, ties) if ties.any() else None
 
 
@@ -43,11 +48,15 @@ def _relu_ties(tap, native, reference, oracle, replayed, decisions, native_repla
     reference_on = torch.from_numpy(decisions[tap] > 0)
     if replayed is not None:  # a replayed ReLU passes (or blocks) there whatever its output's sign
         reference_on = (reference_on | replayed[1]) & ~replayed[2]
-    if torch.equal(native_on, reference_on):
+    differ = native_on != reference_on
+    if not differ.any():
         return None
     bound = oracle_bound(reference[tap], oracle[tap]).value
-    passing_value = torch.from_numpy(native[tap]).double().maximum(torch.from_numpy(decisions[tap]).double())
-    near_zero = passing_value <= bound
+    # The value on the passing side (the larger of the two outputs, in float64), at the differing elements only
+    where = differ.nonzero(as_tuple=True)
+    passing_value = torch.from_numpy(native[tap])[where].double().maximum(torch.from_numpy(decisions[tap])[where].double())
+    near_zero = torch.zeros_like(differ)
+    near_zero[where] = passing_value <= bound
     force_pass = native_on & ~reference_on & near_zero
     force_block = ~native_on & reference_on & near_zero
     return ("relu", force_pass, force_block) if (force_pass | force_block).any() else None
@@ -75,14 +84,15 @@ def _matching_ties(native, reference, decisions):
 
 
 def find_routing_ties(model, native: dict, reference: dict, oracle: dict, replayed: dict | None = None,
-                      decisions: dict | None = None, native_replayed: dict | None = None) -> dict:
+                      decisions: dict | None = None, native_replayed: dict | None = None, network: bool = True) -> dict:
     """-> {tap: replay entry} for every pool, ReLU or mining decision with at least one near-tie decided
     differently; hard negatives count as tied when their loss is within the loss bound of the boundary.
     replayed: the routing the reference already ran with (its decisions there are the native ones);
     decisions: the run whose decisions are held to the native ones (default: the reference; the oracle for a
     training trajectory); native_replayed: the routing the native step itself ran with (native_routing), whose
-    decisions are then the native ones. "Near" is always measured by the reference's float32 error against the
-    oracle."""
+    decisions are then the native ones; network: False to search the loss's decisions alone (a replay changes only
+    the loss: the network's forward values, and so its near-ties, stay as they were). "Near" is always measured by
+    the reference's float32 error against the oracle."""
     replayed, native_replayed = replayed or {}, native_replayed or {}
     decisions = reference if decisions is None else decisions
     found = {}
@@ -92,7 +102,7 @@ def find_routing_ties(model, native: dict, reference: dict, oracle: dict, replay
     matching = _matching_ties(native, reference, decisions)
     if matching is not None:
         found["match.matched_idx"] = matching
-    for module, tap in module_taps(model).items():
+    for module, tap in module_taps(model).items() if network else ():
         if tap in POOL_INPUTS:
             entry = _pool_ties(module, POOL_INPUTS[tap], native, reference, oracle, replayed.get(tap), decisions,
                                native_replayed.get(tap))
@@ -161,11 +171,11 @@ def reconcile(model, native: dict, runs: tuple, replay, every_run: bool = False,
     start: a routing the runs already follow (runs are under it); native_routing: the routing the native step
     itself ran with. -> (routing, the runs under it)."""
     routing = start or {}
-    for _ in range(MAX_REPLAYS):
+    for attempt in range(MAX_REPLAYS):
         found = {}
         for run in runs if every_run else runs[:1]:
             found = merge_routing(found, find_routing_ties(model, native, runs[0], runs[-1], routing, decisions=run,
-                                                           native_replayed=native_routing))
+                                                           native_replayed=native_routing, network=attempt == 0))
         if not found:
             break
         routing = merge_routing(routing, found)
