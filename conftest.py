@@ -12,6 +12,8 @@ import random
 import pytest
 from hypothesis import settings
 
+from parity.heap import reuse_freed_memory
+
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
 settings.register_profile("ci", derandomize=True, database=None, deadline=None, print_blob=True)
 settings.register_profile("explore", derandomize=False, database=None, deadline=None, print_blob=True)
@@ -24,6 +26,7 @@ def pytest_configure(config):
     if PROFILE == "explore" and config.getoption("hypothesis_seed") is None:
         config.option.hypothesis_seed = str(random.SystemRandom().randrange(2**32))
     _share_cores_between_xdist_workers(config)
+    reuse_freed_memory()
 
 
 def _share_cores_between_xdist_workers(config) -> None:

@@ -224,7 +224,8 @@ def harness_overhead(repeats: int) -> dict:
     from .compare import compare_sides
     from .isolated import isolated_results
     from .report import build_report, write_report
-    from .sides import native_model_for, release_memory, run_sides
+    from .heap import release_memory
+    from .sides import native_model_for, run_sides
 
     bare = 0.0
     for dtype in (np.float32, np.float64):

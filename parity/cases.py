@@ -14,7 +14,8 @@ from .compare import compare_sides
 from .facts import scenario_facts
 from .isolated import isolated_results
 from .scenario import load_scenarios
-from .sides import native_model_for, reference_model, release_memory, run_sides
+from .heap import release_memory
+from .sides import native_model_for, reference_model, run_sides
 
 NARROW_SCENARIOS = ["narrow", "empty_image", "many_boxes", "border_tiny_shared", "large_logits", "zero_image"]
 CASES = ([("default", 1), ("default", 4)] + [(name, b) for name in NARROW_SCENARIOS for b in (1, 2, 4)]

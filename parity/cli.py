@@ -9,6 +9,7 @@ from pathlib import Path
 
 
 from .console import wide_console
+from .heap import reuse_freed_memory
 from .report import DEFAULT_REPORT, build_report, print_summary, write_report
 from .scenario import DEFAULT_SCENARIO, load_scenarios
 
@@ -185,6 +186,7 @@ def cmd_bench(args) -> int:
 
 
 def main(argv=None) -> int:
+    reuse_freed_memory()
     parser = argparse.ArgumentParser(prog="python -m parity", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     for name, help_text in (("run", "compare every tensor of a scenario"), ("diff", "explain one tensor")):

@@ -98,18 +98,6 @@ def native_step(scenario: Scenario, images: np.ndarray, targets: list, routing: 
     return model.forward_backward(images, boxes, labels, native_step_routing(routing or {}))
 
 
-def release_memory() -> None:
-    """Hand freed memory back to the system after a large case (glibc keeps freed blocks otherwise)."""
-    import ctypes
-    import gc
-
-    gc.collect()
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc: nothing to trim
-        pass
-
-
 @dataclass
 class SideTraces:
     """One scenario run on every side; each trace maps tap name -> array, in execution order."""
