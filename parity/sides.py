@@ -137,18 +137,18 @@ def run_sides(scenario: Scenario, step: bool = True, native: dict | None = None)
     model, _ = _models(scenario, np.float32)
     routing, _ = reconcile(model, native_trace, (reference.forward_trace(), oracle.forward_trace()),
                            lambda r: (reference.forward_trace(r), oracle.forward_trace(r)))
+    reference_trace = _as_arrays(reference.backward(routing))
+    oracle_trace = _as_arrays(oracle.backward(routing, keep_graph=not external))
     # native64 takes the same decisions at those ties, so the oracle's one routed backward serves both native sides;
     # native64's own near-ties against the oracle (often none) are routed its way on top, in a second backward of
-    # the oracle only if there are any.
-    routing64 = routing
-    native64 = None
+    # the oracle only if there are any (so the oracle keeps its graph until then). native64 runs after the
+    # oracle's backward, so the two never need their working memory at once.
+    native64 = strict_oracle = None
     if not external:
         native64 = native_step(scenario, images64, targets, routing)
         routing64, _ = reconcile(model, native64, (oracle.forward_trace(routing),), lambda r: (oracle.forward_trace(r),),
                                  start=routing, native_routing=routing)
-    reference_trace = _as_arrays(reference.backward(routing))
-    second_backward = not same_routing(routing, routing64)
-    oracle_trace = _as_arrays(oracle.backward(routing, keep_graph=second_backward))
-    strict_oracle = _as_arrays(oracle.backward(routing64)) if second_backward else None
+        if not same_routing(routing, routing64):
+            strict_oracle = _as_arrays(oracle.backward(routing64))
     return SideTraces(scenario, reference_trace, oracle_trace, native_trace, native64, strict_oracle,
                       tie_counts(routing), routing)

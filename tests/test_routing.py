@@ -25,10 +25,10 @@ def _run(module: nn.Module, x: torch.Tensor, routing: Routing, entry=None) -> tu
 
 def test_unrouted_functions_are_torchs_own_bit_for_bit():
     x = torch.randn(2, 3, 9, 9, dtype=torch.float64)
-    for module in (nn.ReLU(), nn.MaxPool2d(2, 2, ceil_mode=True), nn.MaxPool2d(3, 1, 1)):
+    for module in (nn.ReLU(), nn.ReLU(inplace=True), nn.MaxPool2d(2, 2, ceil_mode=True), nn.MaxPool2d(3, 1, 1)):
         out, grad = _run(module, x, Routing())
         plain_x = x.clone().requires_grad_(True)
-        plain = module(plain_x)
+        plain = module(plain_x * 1)  # an in-place ReLU may not modify a leaf
         plain.backward(torch.arange(1.0, plain.numel() + 1, dtype=x.dtype).view_as(plain))
         assert torch.equal(out, plain.detach()) and torch.equal(grad, plain_x.grad), module
 
@@ -43,6 +43,13 @@ def test_a_routed_pool_window_sends_its_gradient_to_the_forced_element():
     out, routed = _run(pool, x, Routing(), ("pool", forced, torch.ones(1, 1, 1, 1, dtype=torch.bool)))
     assert out.item() == 1.0  # the forward value is the reference's own
     assert routed[0, 0, 0, 0] == 0.0 and routed[0, 0, 1, 1] == 1.0
+
+
+def test_installed_routing_is_removed():
+    module = nn.ReLU(inplace=True)
+    for handle in install_routing({module: "tap"}, Routing()):
+        handle.remove()
+    assert "forward" not in vars(module) and module(torch.tensor([-1.0, 2.0])).tolist() == [0.0, 2.0]
 
 
 def test_a_routed_relu_passes_or_blocks_the_gradient_where_told():
