@@ -116,6 +116,8 @@ class Model {
   void l2norm_stage(const Op& op, Tensor<T>& y);
   std::vector<int64_t> expected_shape(const std::string& tap, int64_t batch) const;
   void check_given(const std::string& stage, const std::string& tap, int64_t batch) const;
+  bool is_relu_output(const std::string& tap) const;
+  const Op* backbone_op(const std::string& tap) const;
   void match_stage(const std::vector<Tensor<T>>& boxes, const std::vector<std::vector<int64_t>>& labels);
   void class_loss_stage();
   void mining_stage();

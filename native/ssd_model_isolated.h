@@ -144,9 +144,7 @@ void Model<T>::isolated_backward(std::map<std::string, Tensor<T>> taps,
     }
   }
   for (const auto& [tap, mask] : relu_pass) {
-    const bool is_relu = std::any_of(backbone_.begin(), backbone_.end(),
-                                     [&](const Op& op) { return op.out == tap && op.kind == OpKind::Conv && op.relu; });
-    if (!is_relu) throw std::invalid_argument("relu_pass names '" + tap + "', which is not a ReLU's output");
+    if (!is_relu_output(tap)) throw std::invalid_argument("relu_pass names '" + tap + "', which is not a ReLU's output");
     if (mask.shape != taps_.at(tap).shape)
       throw std::invalid_argument("relu_pass['" + tap + "'] has shape " + shape_str(mask.shape) + ", expected " +
                                   shape_str(taps_.at(tap).shape));

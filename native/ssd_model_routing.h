@@ -5,18 +5,28 @@
 
 namespace ssd {
 
+// The backbone op producing `tap` (nullptr if none does)
+template <typename T>
+const Op* Model<T>::backbone_op(const std::string& tap) const {
+  const auto op = std::find_if(backbone_.begin(), backbone_.end(), [&](const Op& o) { return o.out == tap; });
+  return op == backbone_.end() ? nullptr : &*op;
+}
+
+template <typename T>
+bool Model<T>::is_relu_output(const std::string& tap) const {
+  const Op* op = backbone_op(tap);
+  return op != nullptr && op->kind == OpKind::Conv && op->relu;
+}
+
 template <typename T>
 void Model<T>::check_routing(const StepRouting& routing, int64_t batch) const {
-  auto op_for = [&](const std::string& tap) {
-    return std::find_if(backbone_.begin(), backbone_.end(), [&](const Op& op) { return op.out == tap; });
-  };
   auto check_shape = [](const std::string& what, const std::vector<int64_t>& shape, const std::vector<int64_t>& expected) {
     if (shape != expected)
       throw std::invalid_argument(what + " has shape " + shape_str(shape) + ", expected " + shape_str(expected));
   };
   for (const auto& [tap, pool] : routing.pools) {
-    const auto op = op_for(tap);
-    if (op == backbone_.end() || op->kind != OpKind::MaxPool)
+    const Op* op = backbone_op(tap);
+    if (op == nullptr || op->kind != OpKind::MaxPool)
       throw std::invalid_argument("routing names '" + tap + "' as a pool, which is not a max-pool's output");
     const std::vector<int64_t> expected = expected_shape(tap, batch);
     check_shape("routing['" + tap + "'] choice", pool.choice.shape, expected);
@@ -30,8 +40,7 @@ void Model<T>::check_routing(const StepRouting& routing, int64_t batch) const {
     }
   }
   for (const auto& [tap, relu] : routing.relus) {
-    const auto op = op_for(tap);
-    if (op == backbone_.end() || op->kind != OpKind::Conv || !op->relu)
+    if (!is_relu_output(tap))
       throw std::invalid_argument("routing names '" + tap + "' as a ReLU, which is not a ReLU's output");
     const std::vector<int64_t> expected = expected_shape(tap, batch);
     check_shape("routing['" + tap + "'] force_pass", relu.force_pass.shape, expected);
