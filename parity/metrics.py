@@ -5,8 +5,22 @@ avoids copies where it can: when every element is finite (the usual case) nothin
 
 import numpy as np
 
+from . import tensor_stats
+
+KERNEL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def kernel_reads(*arrays) -> bool:
+    """Whether the compiled kernels (parity/kernels) take these arrays: float32 or float64, C-contiguous, not empty.
+    Anything else goes through numpy."""
+    return all(isinstance(a, np.ndarray) and a.dtype in KERNEL_DTYPES and a.flags.c_contiguous and a.size
+               for a in arrays)
+
 
 def nonfinite_counts(a: np.ndarray) -> dict:
+    if kernel_reads(a):
+        scan = tensor_stats.finite_scan(a)
+        return {key: scan[key] for key in ("nan", "posinf", "neginf")}
     if not np.issubdtype(a.dtype, np.floating) or np.isfinite(a).all():
         return {"nan": 0, "posinf": 0, "neginf": 0}
     return {"nan": int(np.isnan(a).sum()), "posinf": int(np.isposinf(a).sum()), "neginf": int(np.isneginf(a).sum())}
@@ -20,6 +34,8 @@ def finite_values(values: np.ndarray) -> np.ndarray:
 
 def max_abs(values: np.ndarray) -> float:
     """max |values| over the finite elements (0 when there are none), without an |values| temporary."""
+    if kernel_reads(values):
+        return tensor_stats.finite_scan(values)["max_abs"] + 0.0
     values = finite_values(values)
     if values.size == 0:
         return 0.0

@@ -1,0 +1,194 @@
+// The comparison's statistics in one or two passes over a tensor, in C++: the numpy versions (parity/metrics.py,
+// parity/tolerance.py, parity/compare.py) made some thirty passes over every tensor of a parity run, each
+// allocating and faulting in full-size temporaries, and the comparisons of one SSD300 batch-4 run took longer than
+// the native training step they judge. The numpy versions stay: they handle every dtype and non-finite values, and
+// the tests hold these kernels to them (tests/test_tensor_stats.py).
+//
+// Every kernel reads 1-D contiguous arrays of n elements, cut into chunks of kChunk elements whatever the thread
+// count; each chunk's partial results are merged in chunk order, so a result never depends on the thread count.
+// This module shares no code with the native port it judges.
+#pragma once
+#include <omp.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+namespace tensor_stats {
+
+constexpr int64_t kChunk = int64_t(1) << 16;
+constexpr int kWorst = 5;  // the largest errors listed per tensor (compare.WORST_COUNT)
+
+inline int64_t chunk_count(int64_t n) { return (n + kChunk - 1) / kChunk; }
+
+// The `kWorst` largest errors seen, largest first, ties to the lower index (elements are offered in index order,
+// so an equal error never displaces an earlier one).
+struct Worst {
+  int64_t index[kWorst];
+  double error[kWorst];
+  int count = 0;
+
+  void offer(int64_t i, double e) {
+    if (count == kWorst && !(e > error[kWorst - 1])) return;
+    int at = count < kWorst ? count++ : kWorst - 1;
+    while (at > 0 && e > error[at - 1]) {
+      index[at] = index[at - 1], error[at] = error[at - 1];
+      --at;
+    }
+    index[at] = i, error[at] = e;
+  }
+};
+
+// Non-finite counts and max |a| over the finite elements (0 when there are none).
+struct FiniteScan {
+  int64_t nan = 0, posinf = 0, neginf = 0;
+  double max_abs = 0.0;
+};
+
+// a (n) -> FiniteScan
+template <typename T>
+FiniteScan finite_scan(const T* a, int64_t n) {
+  std::vector<FiniteScan> parts(chunk_count(n));
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < int64_t(parts.size()); ++c) {
+    FiniteScan s;
+    for (int64_t i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i) {
+      const double v = double(a[i]);
+      if (std::isnan(v)) ++s.nan;
+      else if (std::isinf(v)) ++(v > 0 ? s.posinf : s.neginf);
+      else s.max_abs = std::max(s.max_abs, std::fabs(v));
+    }
+    parts[c] = s;
+  }
+  FiniteScan total;
+  for (const FiniteScan& s : parts) {
+    total.nan += s.nan, total.posinf += s.posinf, total.neginf += s.neginf;
+    total.max_abs = std::max(total.max_abs, s.max_abs);
+  }
+  return total;
+}
+
+// The reference's own error against the oracle (tolerance.oracle_bound), over the elements where it is finite.
+struct ReferenceError {
+  double largest = 0.0, energy = 0.0;  // max and sum of squares of |reference - oracle|
+  int64_t finite = 0;                  // elements where that difference is finite
+  double scale = 0.0;                  // max |oracle| over its finite elements
+  int64_t nonzero = 0;                 // oracle elements != 0 (NaN included, as numpy.count_nonzero)
+};
+
+// reference (n), oracle (n) -> ReferenceError
+template <typename R, typename O>
+ReferenceError reference_error(const R* reference, const O* oracle, int64_t n) {
+  std::vector<ReferenceError> parts(chunk_count(n));
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < int64_t(parts.size()); ++c) {
+    ReferenceError s;
+    for (int64_t i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i) {
+      const double o = double(oracle[i]), d = double(reference[i]) - o;
+      if (std::isfinite(d)) s.largest = std::max(s.largest, std::fabs(d)), s.energy += d * d, ++s.finite;
+      if (std::isfinite(o)) s.scale = std::max(s.scale, std::fabs(o));
+      s.nonzero += o != 0.0;
+    }
+    parts[c] = s;
+  }
+  ReferenceError total;
+  for (const ReferenceError& s : parts) {
+    total.largest = std::max(total.largest, s.largest), total.energy += s.energy, total.finite += s.finite;
+    total.scale = std::max(total.scale, s.scale), total.nonzero += s.nonzero;
+  }
+  return total;
+}
+
+// float32 bits -> a line on which adjacent floats are adjacent integers (metrics.ulp_distance's mapping).
+inline int64_t on_ulp_line(float x) {
+  int32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  return bits < 0 ? -int64_t(bits & 0x7fffffff) : int64_t(bits);
+}
+
+// A finite tensor's native statistics: against the reference (metrics.MetricsAccumulator) and against the oracle
+// (compare._measure_finite). Every element must be finite on all three sides.
+struct NativeStats {
+  double largest_diff = 0.0, largest_rel = 0.0;                        // |native - reference|, and relative
+  double diff_energy = 0.0, energy = 0.0, actual_energy = 0.0, cross = 0.0;  // sums of d*d, r*r, n*n, n*r
+  int64_t max_ulp = -1;  // over elements with |reference| >= 1e-3 max|reference|; -1 when there are none
+  double oracle_largest = 0.0, oracle_energy = 0.0;                    // |native - oracle|
+  Worst worst;                                                         // of |native - oracle|
+};
+
+// native (n), reference (n) float32, oracle (n); reference_scale = max |reference| -> NativeStats
+template <typename O>
+NativeStats native_stats(const float* native, const float* reference, const O* oracle, int64_t n,
+                         double reference_scale) {
+  const double eps_scale = double(FLT_EPSILON) * reference_scale;  // the relative error's floor
+  const double sizable = 1e-3 * reference_scale;
+  std::vector<NativeStats> parts(chunk_count(n));
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < int64_t(parts.size()); ++c) {
+    NativeStats s;
+    for (int64_t i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i) {
+      const double a = native[i], e = reference[i], diff = std::fabs(a - e), magnitude = std::fabs(e);
+      s.largest_diff = std::max(s.largest_diff, diff);
+      s.largest_rel = std::max(s.largest_rel, diff / (magnitude + eps_scale + DBL_MIN));  // numpy's order of additions
+      s.diff_energy += diff * diff, s.energy += e * e, s.actual_energy += a * a, s.cross += a * e;
+      if (magnitude >= sizable)
+        s.max_ulp = std::max(s.max_ulp, std::abs(on_ulp_line(native[i]) - on_ulp_line(reference[i])));
+      const double error = std::fabs(a - double(oracle[i]));
+      s.oracle_largest = std::max(s.oracle_largest, error), s.oracle_energy += error * error;
+      s.worst.offer(i, error);
+    }
+    parts[c] = s;
+  }
+  NativeStats total;
+  for (const NativeStats& s : parts) {
+    total.largest_diff = std::max(total.largest_diff, s.largest_diff);
+    total.largest_rel = std::max(total.largest_rel, s.largest_rel);
+    total.diff_energy += s.diff_energy, total.energy += s.energy;
+    total.actual_energy += s.actual_energy, total.cross += s.cross;
+    total.max_ulp = std::max(total.max_ulp, s.max_ulp);
+    total.oracle_largest = std::max(total.oracle_largest, s.oracle_largest);
+    total.oracle_energy += s.oracle_energy;
+    for (int k = 0; k < s.worst.count; ++k) total.worst.offer(s.worst.index[k], s.worst.error[k]);
+  }
+  return total;
+}
+
+// Elements with |native - oracle| > bound.
+template <typename A, typename O>
+int64_t count_beyond(const A* native, const O* oracle, int64_t n, double bound) {
+  int64_t count = 0;
+#pragma omp parallel for schedule(static) reduction(+ : count)
+  for (int64_t i = 0; i < n; ++i) count += std::fabs(double(native[i]) - double(oracle[i])) > bound;
+  return count;
+}
+
+// max |native64 - oracle| where the oracle is finite; NaN if any such difference is NaN (compare._largest_difference).
+inline double largest_difference(const double* native64, const double* oracle, int64_t n) {
+  std::vector<double> parts(chunk_count(n), 0.0);
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < int64_t(parts.size()); ++c) {
+    double largest = 0.0;
+    for (int64_t i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i) {
+      if (!std::isfinite(oracle[i])) continue;
+      const double d = std::fabs(native64[i] - oracle[i]);
+      if (std::isnan(d)) {
+        largest = d;
+        break;
+      }
+      largest = std::max(largest, d);
+    }
+    parts[c] = largest;
+  }
+  double total = 0.0;
+  for (double p : parts) {
+    if (std::isnan(p)) return p;
+    total = std::max(total, p);
+  }
+  return total;
+}
+
+}  // namespace tensor_stats

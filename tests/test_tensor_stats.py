@@ -1,0 +1,98 @@
+"""The compiled comparison kernels (parity/kernels) held to the numpy versions they replace on the parity run's
+path: maxima, counts and worst elements equal exactly, sums up to rounding; arrays the kernels do not take go to
+numpy; bad arguments raise instead of crashing."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from parity import tensor_stats
+from parity.compare import _largest_difference, _measure_finite, _measure_finite_numpy
+from parity.metrics import kernel_reads, max_abs, nonfinite_counts
+from parity.tolerance import _reference_error
+
+
+def numpy_only(a: np.ndarray) -> np.ndarray:
+    """The same values in a non-contiguous view: what the kernels refuse, so the numpy version runs."""
+    spread = np.repeat(a.ravel(), 2)[::2]
+    assert not kernel_reads(spread) and np.array_equal(spread, a.ravel(), equal_nan=True)
+    return spread
+
+
+SPECIALS = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, 3.0e38]
+
+
+@st.composite
+def tensors(draw, finite: bool):
+    """A float64 oracle near N(0, 10) with zeros (tied errors) and, unless finite, non-finite values; float32
+    reference and native near it, the native with one large error."""
+    size = draw(st.integers(2, 3 * 65536 + 50))  # 2: a strided view of one element is contiguous
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    oracle = rng.standard_normal(size) * 10
+    oracle[: size // 3] = 0.0
+    reference = (oracle + 1e-6 * rng.standard_normal(size)).astype(np.float32)
+    native = (oracle + 1e-6 * rng.standard_normal(size)).astype(np.float32)
+    native[size // 2] += 1.0
+    if not finite:
+        for array in (oracle, reference, native):
+            for _ in range(draw(st.integers(0, 3))):
+                array[rng.integers(size)] = SPECIALS[rng.integers(len(SPECIALS))]
+    return native, reference, oracle
+
+
+@settings(max_examples=30, deadline=None)
+@given(tensors(finite=True))
+def test_native_statistics_equal_the_numpy_pass(arrays):
+    native, reference, oracle = arrays
+    metrics, errors = _measure_finite(native, reference, oracle)
+    expected_metrics, expected = _measure_finite_numpy(native, reference, oracle)
+    for key in ("max_abs", "max_rel", "max_ulp", "finite_compared"):
+        assert metrics[key] == expected_metrics[key], key
+    for key in ("nmse", "cosine"):
+        assert metrics[key] == pytest.approx(expected_metrics[key], rel=1e-9, abs=1e-300), key
+    assert errors.largest == expected.largest
+    assert errors.rms == pytest.approx(expected.rms, rel=1e-12)
+    np.testing.assert_array_equal(errors.worst, expected.worst)
+    np.testing.assert_array_equal(errors.worst_errors, expected.worst_errors)
+    for value in (0.0, 1e-6, 0.5, 2.0):
+        assert errors.count_beyond(value) == expected.count_beyond(value)
+
+
+@settings(max_examples=30, deadline=None)
+@given(tensors(finite=False))
+def test_finite_scans_and_the_reference_error_equal_numpy_with_non_finite_values(arrays):
+    native, reference, oracle = arrays
+    for a in arrays:
+        assert nonfinite_counts(a) == nonfinite_counts(numpy_only(a))
+        assert max_abs(a) == max_abs(numpy_only(a))
+    fast, slow = _reference_error(reference, oracle), _reference_error(numpy_only(reference), numpy_only(oracle))
+    assert (fast[0], fast[2], fast[3], fast[4]) == (slow[0], slow[2], slow[3], slow[4])
+    assert fast[1] == pytest.approx(slow[1], rel=1e-12)
+    native64 = native.astype(np.float64)
+    fast, slow = _largest_difference(native64, oracle), _largest_difference(numpy_only(native64), numpy_only(oracle))
+    assert fast == slow or (np.isnan(fast) and np.isnan(slow))
+
+
+def test_the_worst_elements_break_ties_to_the_lower_index_across_chunks():
+    """Equal errors in several of the kernel's 65536-element chunks: the lowest indices are listed, as numpy's."""
+    oracle = np.zeros(5 * 65536)
+    native = np.zeros(5 * 65536, dtype=np.float32)
+    native[[4 * 65536 + 1, 3 * 65536, 65536 + 7, 65536 + 3, 2, 9]] = 1.0
+    _, errors = _measure_finite(native, native.copy(), oracle)
+    np.testing.assert_array_equal(errors.worst, [2, 9, 65536 + 3, 65536 + 7, 3 * 65536])
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: tensor_stats.finite_scan([1.0, 2.0]), "must be a numpy.ndarray, got list"),
+    (lambda: tensor_stats.finite_scan(np.zeros(3, np.int64)), "has dtype int64, expected float64"),
+    (lambda: tensor_stats.reference_error(np.zeros(3, np.float64), np.zeros(3)), "'reference' has dtype float64"),
+    (lambda: tensor_stats.reference_error(np.zeros(3, np.float32), np.zeros(4)), "differ in size: 3 and 4"),
+    (lambda: tensor_stats.native_stats(np.zeros(3, np.float32), np.zeros((3, 2), np.float32)[:, 0], np.zeros(3), 1.0),
+     "'reference' is not C-contiguous"),
+    (lambda: tensor_stats.largest_difference(np.zeros(2), np.zeros(3)), "differ in size: 2 and 3"),
+])
+def test_bad_arguments_raise_with_what_was_received(call, message):
+    with pytest.raises((TypeError, ValueError), match=message):
+        call()
