@@ -8,9 +8,11 @@ steps 5.4-5.7 s -> 4.9-5.2 s (native) and 5.5-6.5 s -> 4.8-4.9 s (PyTorch); the 
 import ctypes
 import gc
 
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt parameters, <malloc.h>
+M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD = -1, -2, -3  # mallopt parameters, <malloc.h>
 MMAP_ABOVE_BYTES = 1 << 30  # blocks up to 1 GB come from the heap
-KEEP_FREE_BYTES = 4 << 30  # up to 4 GB free at the heap's top stay (a batch-4 trace is a few GB)
+# mallopt takes a C int: 2 GB - 1 is the most it can say (4 GB, passed through ctypes, became 0: glibc then handed
+# the heap's top back after every free). Free memory at the top stays up to this much, and a trim keeps this much.
+KEEP_FREE_BYTES = 2**31 - 1
 
 
 def _libc():
@@ -26,7 +28,9 @@ def reuse_freed_memory() -> bool:
     libc = _libc()
     if libc is None or not hasattr(libc, "mallopt"):
         return False
-    return bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_ABOVE_BYTES)) and bool(libc.mallopt(M_TRIM_THRESHOLD, KEEP_FREE_BYTES))
+    libc.mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    settings = ((M_MMAP_THRESHOLD, MMAP_ABOVE_BYTES), (M_TRIM_THRESHOLD, KEEP_FREE_BYTES), (M_TOP_PAD, KEEP_FREE_BYTES))
+    return all([bool(libc.mallopt(parameter, value)) for parameter, value in settings])
 
 
 def release_memory() -> None:
