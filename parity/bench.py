@@ -221,8 +221,7 @@ def step_memory(sides: Sides, batch_size: int) -> dict:
 
 def harness_overhead(repeats: int) -> dict:
     """The whole parity run of SSD300 at batch 4 against the bare steps of the four sides it compares."""
-    from .compare import compare_sides
-    from .isolated import isolated_results
+    from .isolated import parity_results
     from .report import build_report, write_report
     from .heap import release_memory
     from .sides import native_model_for, run_sides
@@ -237,8 +236,7 @@ def harness_overhead(repeats: int) -> dict:
     scenario = Sides.scenario(4)
     start = time.perf_counter()
     traces = run_sides(scenario)
-    results = compare_sides(traces)
-    results += isolated_results(traces, native_model_for(scenario))
+    results = parity_results(traces, native_model_for(scenario))
     with tempfile.TemporaryDirectory() as directory:
         write_report(build_report(results), Path(directory) / "bench-parity.json")
     harness = time.perf_counter() - start

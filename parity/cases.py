@@ -60,13 +60,13 @@ def _case_summary(name: str, batch_size: int) -> dict:
     SSD300 at batch 4 holds several GB of them (four sides, activations and gradients)."""
     traces = run_sides(scenario_for(name, batch_size))
     results = {r.name: r for r in compare_sides(traces)}
-    traces.native64 = traces.oracle_for_native64 = None  # the strict float64 check is done; free them early
     summary = {
         "results": results,
-        "isolated": isolated_results(traces, native_model_for(traces.scenario)),
         "facts": scenario_facts(traces.scenario, traces.reference, traces.native),
         "coverage": _coverage(traces),
     }
+    traces.drop_native()
+    summary["isolated"] = isolated_results(traces, native_model_for(traces.scenario))
     del traces
     release_memory()
     return summary

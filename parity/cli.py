@@ -59,6 +59,7 @@ def cmd_run(args) -> int:
             traces = run_sides(scenario)
             propagated = compare_sides(traces)
             _picture_first_divergence(traces, propagated, Path(args.report).parent / "diff")
+            traces.drop_native()
             results += propagated + isolated_results(traces, native_model_for(scenario))
         console.print(f"[{number}/{len(scenarios)}] {scenario.id}: {sum(not r.passed for r in propagated)} of "
                       f"{len(propagated)} tensors failed")

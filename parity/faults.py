@@ -7,8 +7,7 @@ from dataclasses import dataclass
 
 import ssd_native
 
-from .compare import compare_sides
-from .isolated import isolated_results
+from .isolated import parity_results
 from .report import build_report
 from .scenario import load_scenarios
 from .sides import native_model_for, run_sides
@@ -91,7 +90,7 @@ def check_fault(fault: Fault, batch_size: int | None = None) -> FaultOutcome:
     scenario = load_scenarios(fault.scenario, [batch_size or fault.batch_size])[0]
     with injected(fault.name):
         traces = run_sides(scenario)
-        results = compare_sides(traces) + isolated_results(traces, native_model_for(scenario))
+        results = parity_results(traces, native_model_for(scenario))
     run = build_report(results)["runs"][0]
     hit = run["nonfinite"]["native"][fault.nonfinite] if fault.nonfinite else None
     return FaultOutcome(

@@ -1,18 +1,25 @@
 """The harness process's heap (glibc). A parity run allocates and frees tensors of tens to hundreds of MB all the
-time, on both sides. By default glibc serves blocks above a threshold (adapting up to 32 MB) with fresh mappings and
-unmaps them when freed, so every such tensor is faulted in page by page again. Measured on SSD300 batch 4, in one
-process, both sides alike: the parity run 92-97 s -> 74-78 s with freed blocks kept for reuse; the bare training
-steps 5.4-5.7 s -> 4.9-5.2 s (native) and 5.5-6.5 s -> 4.8-4.9 s (PyTorch); the native batch-1 forward
-0.43-0.45 s -> 0.41 s. Freed memory is handed back after each large case instead (release_memory)."""
+time, on both sides. On this project's machines a page the process has not touched, or has handed back, costs about
+2.7 s per GB to fault in (4 GB: 10.6-11.4 s the first time, 0.8 s again), so memory freed in a run is kept in the
+process for the next allocation: glibc's defaults map large blocks afresh and unmap them when freed, and hand the
+heap's top back. Measured on SSD300 batch 4 in one process: the parity run 92-97 s -> 74-78 s with large blocks
+kept in the heap; then 84-98 s -> 65-72 s once the heap's top was kept too and worker threads shared the heap (the
+float64 reference's step alone 31 -> 25 s cold, 19.5 -> 12.5-17 s warm). Freed memory is handed back after each
+large case instead (release_memory)."""
 
 import ctypes
 import gc
 
-M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD = -1, -2, -3  # mallopt parameters, <malloc.h>
-MMAP_ABOVE_BYTES = 1 << 30  # blocks up to 1 GB come from the heap
-# mallopt takes a C int: 2 GB - 1 is the most it can say (4 GB, passed through ctypes, became 0: glibc then handed
-# the heap's top back after every free). Free memory at the top stays up to this much, and a trim keeps this much.
-KEEP_FREE_BYTES = 2**31 - 1
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_ARENA_MAX = -1, -3, -8  # mallopt parameters, <malloc.h>
+# mallopt takes a C int. Measured on the float64 reference's training step at SSD300 batch 4 (strace): torch's
+# float64 convolution asks for 1.6 GB column buffers, worker threads for 100-400 MB blocks (a thread's own arena
+# maps anything above 64 MB afresh and unmaps it when freed), and with a trim threshold of 2 GB the heap's top
+# still went back to the system 0.02-1.6 GB at a time; each such block was faulted in again on its next use.
+SETTINGS = (
+    (M_MMAP_THRESHOLD, 2**31 - 1),  # blocks up to 2 GB come from the heap (the most mallopt can say)
+    (M_TRIM_THRESHOLD, -1),  # never hand the heap's top back on free (release_memory does, between cases)
+    (M_ARENA_MAX, 1),  # every thread allocates from the one heap (2 cores: no contention worth a second)
+)
 
 
 def _libc():
@@ -29,8 +36,7 @@ def reuse_freed_memory() -> bool:
     if libc is None or not hasattr(libc, "mallopt"):
         return False
     libc.mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    settings = ((M_MMAP_THRESHOLD, MMAP_ABOVE_BYTES), (M_TRIM_THRESHOLD, KEEP_FREE_BYTES), (M_TOP_PAD, KEEP_FREE_BYTES))
-    return all([bool(libc.mallopt(parameter, value)) for parameter, value in settings])
+    return all([bool(libc.mallopt(parameter, value)) for parameter, value in SETTINGS])
 
 
 def release_memory() -> None:

@@ -13,7 +13,7 @@ from reference.routing import replayed_decisions
 from reference.step import backward_order
 from reference.taps import FORWARD_TAPS, stage_inputs
 
-from .compare import compare_tensor, tensor_kind
+from .compare import compare_sides, compare_tensor, tensor_kind
 from .sides import reference_model_for
 
 
@@ -78,6 +78,14 @@ def backward_stage_results(traces, native_model) -> list:
         forward_state, grads, {tap: a.numpy() for tap, a in pool_argmax.items()},
         {tap: m.numpy().astype(np.uint8) for tap, m in relu_pass.items()})
     return [_isolated(name, traces, outputs.get(name), reference) for name in backward_order(reference_model)]
+
+
+def parity_results(traces, native_model) -> list:
+    """The propagated comparison, then the isolated replay: every TensorResult of a run. The native traces are
+    freed in between (SideTraces.drop_native)."""
+    results = compare_sides(traces)
+    traces.drop_native()
+    return results + isolated_results(traces, native_model)
 
 
 def isolated_results(traces, native_model) -> list:

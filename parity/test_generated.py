@@ -10,9 +10,8 @@ import os
 
 from hypothesis import HealthCheck, Phase, given, seed, settings, strategies as st
 
-from .compare import compare_sides
 from .explain import explain
-from .isolated import isolated_results
+from .isolated import parity_results
 from .scenario import Scenario
 from .sides import native_model_for, run_sides
 
@@ -41,7 +40,7 @@ def generated_scenarios(draw) -> Scenario:
 @given(scenario=generated_scenarios())
 def test_generated_scenario_passes_everywhere(scenario, record):
     traces = run_sides(scenario)
-    results = compare_sides(traces) + isolated_results(traces, native_model_for(scenario))
+    results = parity_results(traces, native_model_for(scenario))
     for result in results:
         record(result)
     failed = [r for r in results if not r.passed]
