@@ -249,16 +249,12 @@ def _measure_finite(native, reference, oracle) -> tuple:
             and oracle.dtype == np.float64):
         return _measure_finite_numpy(native, reference, oracle)
     s = tensor_stats.native_stats(native, reference, oracle, max_abs(reference))
-    metrics = MetricsAccumulator(native.dtype, reference.dtype, 0.0)
-    metrics.size, metrics.largest_diff, metrics.largest_rel = native.size, s["largest_diff"], s["largest_rel"]
-    metrics.diff_energy, metrics.energy, metrics.actual_energy = s["diff_energy"], s["energy"], s["actual_energy"]
-    metrics.cross, metrics.max_ulp = s["cross"], s["max_ulp"]
     errors = _OracleErrors(
         largest=s["oracle_largest"], rms=float(np.sqrt(s["oracle_energy"] / native.size)),
         worst=np.array(s["worst"], dtype=np.int64), worst_errors=np.array(s["worst_errors"]),
         count_beyond=lambda value: tensor_stats.count_beyond(native, oracle, value),
     )
-    return metrics.result(), errors
+    return MetricsAccumulator.from_kernel(s, native.size).result(), errors
 
 
 def _measure_finite_numpy(native, reference, oracle) -> tuple:

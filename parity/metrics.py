@@ -75,6 +75,15 @@ class MetricsAccumulator:
         self.max_ulp = None
         self.size = 0
 
+    @classmethod
+    def from_kernel(cls, stats: dict, size: int) -> "MetricsAccumulator":
+        """The same sums over a whole float32 tensor, taken in one pass by tensor_stats.native_stats."""
+        metrics = cls(np.dtype(np.float32), np.dtype(np.float32), 0.0)
+        metrics.size, metrics.largest_diff, metrics.largest_rel = size, stats["largest_diff"], stats["largest_rel"]
+        metrics.diff_energy, metrics.energy = stats["diff_energy"], stats["energy"]
+        metrics.actual_energy, metrics.cross, metrics.max_ulp = stats["actual_energy"], stats["cross"], stats["max_ulp"]
+        return metrics
+
     def add(self, block_actual: np.ndarray, block_expected: np.ndarray) -> None:
         """One block of finite elements (1-D, the same length on both sides)."""
         self.size += block_actual.size

@@ -3,7 +3,6 @@
 
 import datetime
 import json
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np

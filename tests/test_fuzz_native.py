@@ -14,7 +14,6 @@ from collections import Counter
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
-from hypothesis.extra import numpy as hnp
 
 import ssd_native
 from parity.golden import load as load_golden
