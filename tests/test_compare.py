@@ -5,7 +5,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parity.compare import CHUNK, _errors_any, _largest, _largest_difference, _measure_finite, compare_tensor
+from parity.compare import (CHUNK, _errors_any, _largest, _largest_difference, _measure_finite, _measure_finite_numpy,
+                            compare_tensor)
 from parity.metrics import BLOCK, error_metrics
 from parity.tolerance import oracle_bound
 
@@ -44,17 +45,19 @@ def test_the_strict_check_fails_on_a_non_finite_or_large_float64_difference(bad)
                           oracle, oracle.copy()).strict64["passed"]
 
 
+@pytest.mark.parametrize("measure", [_measure_finite, _measure_finite_numpy])
 @pytest.mark.parametrize("size", [1, 1000, BLOCK * 3 + 17])
-def test_the_one_pass_measure_of_a_finite_tensor_matches_the_whole_tensor_passes(size):
-    """_measure_finite (blocks in cache, the usual path) against the general whole-tensor passes (the path for
-    tensors with non-finite values): the same maxima, worst elements and counts; sums equal up to rounding."""
+def test_the_one_pass_measure_of_a_finite_tensor_matches_the_whole_tensor_passes(size, measure):
+    """The one-pass measures of a finite tensor (the compiled kernel, the usual path, and numpy's blocks in cache)
+    against the general whole-tensor passes (the path for tensors with non-finite values): the same maxima, worst
+    elements and counts; sums equal up to rounding."""
     rng = np.random.default_rng(size)
     oracle = rng.standard_normal(size) * 10
     oracle[: size // 3] = 0.0  # zeros: ties among the errors, and fewer informative elements
     reference = (oracle + 1e-6 * rng.standard_normal(size)).astype(np.float32)
     native = (oracle + 1e-6 * rng.standard_normal(size)).astype(np.float32)
     native[size // 2] += 1.0  # a bug in one element
-    metrics, errors = _measure_finite(native, reference, oracle)
+    metrics, errors = measure(native, reference, oracle)
     expected_metrics = error_metrics(native, reference)
     for key in ("max_abs", "max_rel", "max_ulp", "finite_compared"):
         assert metrics[key] == expected_metrics[key], key
