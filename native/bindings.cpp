@@ -34,7 +34,7 @@ py::dict forward(Model<T>& model, const py::handle& images_obj, bool all_taps) {
   check_images(images, model.image_size());
   {
     py::gil_scoped_release release;
-    model.forward(images);
+    model.forward(images, /*inference=*/!all_taps);
   }
   py::dict trace;
   for (const auto& name : model.tap_order())

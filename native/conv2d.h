@@ -6,6 +6,7 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <stdexcept>
 #include <vector>
 
 #include "gemm.h"
@@ -169,19 +170,22 @@ struct ConvEpilogue {
   bool accumulate = false;  // out += sum instead (an input gradient, which several consumers add into)
 };
 
-// inp (B,C,H,W), weight (OC,C,KH,KW) -> out (B,OC,OH,OW), finished as `epilogue` says. The weights are packed once
-// per call. A work item is one image's chunk of output pixels (and, when there are fewer items than threads, a
+// inp (B,C,H,W), weight (OC,C,KH,KW) -> out (B,OC,OH,OW), finished as `epilogue` says. The weights are packed into
+// packed_weight once per call, unless `weight_packed`: it already holds these weights packed by an earlier call (a
+// caller whose weights have not changed since). A work item is one image's chunk of output pixels (and, when there are fewer items than threads, a
 // share of the output channels): per K block its im2col rows are packed into the thread's own buffer, in cache,
 // and multiplied at once, never a whole-image column buffer; then bias and ReLU are applied while the chunk is in
 // cache. Every output element takes the same path wherever it lies (gemm_packed.h), so a sample's result depends
 // neither on its batch nor on the thread count.
 template <typename T>
 void conv2d_forward(T* out, const T* inp, int batch, const T* weight, const ConvGeometry& g,
-                    GuardedScratch<T>& packed_weight, const ConvEpilogue<T>& epilogue) {
+                    GuardedScratch<T>& packed_weight, const ConvEpilogue<T>& epilogue, bool weight_packed = false) {
   constexpr int NR = kCols<T>;
   const int pixels = g.OH() * g.OW(), K = g.patch(), M = g.OC;
   const int64_t in_size = int64_t(g.C) * g.H * g.W, out_size = int64_t(M) * pixels;
-  const T* A = pack_a(packed_weight.resize(packed_a_size<T>(M, K)), weight, K, M, K);
+  if (weight_packed && packed_weight.size() != packed_a_size<T>(M, K))
+    throw std::logic_error("conv2d_forward: the kept packed weights do not fit this layer");
+  const T* A = weight_packed ? packed_weight.data() : pack_a(packed_weight.resize(packed_a_size<T>(M, K)), weight, K, M, K);
   const int threads = omp_get_max_threads();
   const int chunk_pixels = forward_chunk_pixels(pixels, batch, threads, NR);
   const int chunks = (pixels + chunk_pixels - 1) / chunk_pixels;

@@ -110,8 +110,14 @@ void Model<T>::run_conv(const std::string& out, const std::string& in, const std
   const int B = int(x.dim(0));
   const ConvGeometry g = conv_geometry(prefix, shapes_.at(in), stride, pad, dil);
   Tensor<T> y({B, g.OC, g.OH(), g.OW()});
-  conv2d_forward(y.ptr(), x.ptr(), B, weight(prefix + ".weight").ptr(), g, packed_weight_,
-                 ConvEpilogue<T>{weight(prefix + ".bias").ptr(), relu});
+  GuardedScratch<T>* packed = &packed_weight_;
+  bool kept = false;
+  if (inference_) {
+    auto [entry, added] = inference_packed_.try_emplace(prefix);
+    packed = &entry->second, kept = !added;
+  }
+  conv2d_forward(y.ptr(), x.ptr(), B, weight(prefix + ".weight").ptr(), g, *packed,
+                 ConvEpilogue<T>{weight(prefix + ".bias").ptr(), relu}, kept);
   record(out, std::move(y));
 }
 
@@ -193,8 +199,13 @@ void Model<T>::reset() {
 }
 
 template <typename T>
-void Model<T>::forward(const Tensor<T>& images) {
+void Model<T>::forward(const Tensor<T>& images, bool inference) {
   reset();
+  inference_ = inference;
+  struct EndInference {
+    bool& flag;
+    ~EndInference() { flag = false; }
+  } end_inference{inference_};
   taps_["input"] = images;
   for (const Op& op : backbone_) run_op(op);
   // Heads: torchvision runs the regression head over all sources, then the classification head.

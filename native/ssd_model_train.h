@@ -28,6 +28,7 @@ void Model<T>::sgd_step(const SgdConfig& config) {
   }
   // torch keeps no buffer without momentum
   if (config.momentum == 0.0) momentum_.clear();
+  inference_packed_.clear();  // packed from the weights before this update
 }
 
 }  // namespace ssd

@@ -69,3 +69,29 @@ def test_bad_optimizer_arguments_are_rejected_before_anything_changes(narrow_wei
 def test_sgd_step_needs_a_training_step_first(narrow_weights):
     with pytest.raises(RuntimeError, match="sgd_step needs the parameter gradients of a training step"):
         ssd_native.ModelFloat32(narrow_weights).sgd_step(lr=0.1)
+
+
+@pytest.mark.parametrize("update", ["train_step", "sgd_step"])
+def test_a_deployed_forward_after_an_update_uses_the_new_weights(narrow_weights, update):
+    """forward(all_taps=False) keeps each layer's packed weights between calls: the heads must equal a full forward
+    of the same model, and after an update those of a fresh model built from the updated weights."""
+    scenario = scenario_for("narrow", 2)
+    images, targets = scenario.images(), scenario.targets()
+    boxes, labels = [b for b, _ in targets], [l for _, l in targets]
+    model = ssd_native.ModelFloat32(narrow_weights)
+
+    def heads(m, all_taps):
+        out = m.forward(images, all_taps=all_taps)
+        return out["loc_head"], out["conf_head"]
+
+    for _ in range(2):  # the second call reads the kept packing
+        for deployed, full in zip(heads(model, False), heads(model, True)):
+            np.testing.assert_array_equal(deployed, full)
+    if update == "train_step":
+        model.train_step(images, boxes, labels, lr=0.1, momentum=0.9)
+    else:
+        model.forward_backward(images, boxes, labels)
+        model.sgd_step(lr=0.1)
+    updated = ssd_native.ModelFloat32(model.state_dict())
+    for deployed, fresh in zip(heads(model, False), heads(updated, False)):
+        np.testing.assert_array_equal(deployed, fresh)
