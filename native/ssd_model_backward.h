@@ -21,9 +21,7 @@ Tensor<T>& Model<T>::take_output_grad(const std::string& tap) {
   isolated_grad_order_.push_back(tap);
   const Tensor<T>& given = replay_grads_->at(tap);
   const Tensor<T>& computed = isolated_grads_.at(tap);
-  if (given.shape != computed.shape)
-    throw std::invalid_argument("grads['" + tap + "'] has shape " + shape_str(given.shape) + ", expected " +
-                                shape_str(computed.shape));
+  require_shape("grads['" + tap + "']", given.shape, computed.shape);
   g = given;
   return g;
 }

@@ -5,6 +5,13 @@
 
 namespace ssd {
 
+// A max-pool window's choice (`what`, as the error names it): a flat index that must lie inside its input plane.
+inline void require_in_plane(const std::string& what, int64_t index, const MapShape& plane) {
+  if (index < 0 || index >= int64_t(plane.H) * plane.W)
+    throw std::invalid_argument(what + " holds " + std::to_string(index) + ", outside the " +
+                                std::to_string(plane.H) + "x" + std::to_string(plane.W) + " plane");
+}
+
 // The shape a given tap must have in a batch of `batch` images (priors have no batch dimension).
 template <typename T>
 std::vector<int64_t> Model<T>::expected_shape(const std::string& tap, int64_t batch) const {
@@ -32,10 +39,7 @@ void Model<T>::check_given(const std::string& stage, const std::string& tap, int
   if (is_index ? !index_taps_.count(tap) : !taps_.count(tap))
     throw std::invalid_argument("isolated stage '" + stage + "' needs input '" + tap + "'");
   const auto& shape = is_index ? index_taps_.at(tap).shape : taps_.at(tap).shape;
-  const std::vector<int64_t> expected = expected_shape(tap, batch);
-  if (shape != expected)
-    throw std::invalid_argument("input '" + tap + "' has shape " + shape_str(shape) + ", expected " +
-                                shape_str(expected));
+  require_shape("input '" + tap + "'", shape, expected_shape(tap, batch));
   if (tap == "match.labels")
     for (int64_t label : index_taps_.at(tap).data)
       if (label < 0 || label >= num_classes_)
@@ -125,18 +129,13 @@ void Model<T>::isolated_backward(std::map<std::string, Tensor<T>> taps,
       auto given = pool_argmax.find(op.out);
       if (given == pool_argmax.end()) throw std::invalid_argument("isolated backward needs pool_argmax['" + op.out + "']");
       const MapShape in = shapes_.at(op.in);
-      const std::vector<int64_t> expected = expected_shape(op.out, batch);
-      if (given->second.shape != expected)
-        throw std::invalid_argument("pool_argmax['" + op.out + "'] has shape " + shape_str(given->second.shape) +
-                                    ", expected " + shape_str(expected));
+      const std::string what = "pool_argmax['" + op.out + "']";
+      require_shape(what, given->second.shape, expected_shape(op.out, batch));
       std::vector<int32_t>& argmax = pool_argmax_[op.out];
       argmax.resize(given->second.data.size());
       for (size_t i = 0; i < argmax.size(); ++i) {
-        const int64_t index = given->second.data[i];
-        if (index < 0 || index >= int64_t(in.H) * in.W)
-          throw std::invalid_argument("pool_argmax['" + op.out + "'] holds " + std::to_string(index) +
-                                      ", outside the " + std::to_string(in.H) + "x" + std::to_string(in.W) + " plane");
-        argmax[i] = int32_t(index);
+        require_in_plane(what, given->second.data[i], in);
+        argmax[i] = int32_t(given->second.data[i]);
       }
     } else if (op.kind == OpKind::L2Norm) {
       Tensor<T> unused(taps_.at(op.out).shape);  // only the norms are needed: the output tap stays the given one
@@ -145,9 +144,7 @@ void Model<T>::isolated_backward(std::map<std::string, Tensor<T>> taps,
   }
   for (const auto& [tap, mask] : relu_pass) {
     if (!is_relu_output(tap)) throw std::invalid_argument("relu_pass names '" + tap + "', which is not a ReLU's output");
-    if (mask.shape != taps_.at(tap).shape)
-      throw std::invalid_argument("relu_pass['" + tap + "'] has shape " + shape_str(mask.shape) + ", expected " +
-                                  shape_str(taps_.at(tap).shape));
+    require_shape("relu_pass['" + tap + "']", mask.shape, taps_.at(tap).shape);
   }
   relu_pass_ = std::move(relu_pass);
   // Every stage's output gradient: backbone ops, head convs and the two joined heads.

@@ -20,36 +20,28 @@ bool Model<T>::is_relu_output(const std::string& tap) const {
 
 template <typename T>
 void Model<T>::check_routing(const StepRouting& routing, int64_t batch) const {
-  auto check_shape = [](const std::string& what, const std::vector<int64_t>& shape, const std::vector<int64_t>& expected) {
-    if (shape != expected)
-      throw std::invalid_argument(what + " has shape " + shape_str(shape) + ", expected " + shape_str(expected));
-  };
   for (const auto& [tap, pool] : routing.pools) {
     const Op* op = backbone_op(tap);
     if (op == nullptr || op->kind != OpKind::MaxPool)
       throw std::invalid_argument("routing names '" + tap + "' as a pool, which is not a max-pool's output");
     const std::vector<int64_t> expected = expected_shape(tap, batch);
-    check_shape("routing['" + tap + "'] choice", pool.choice.shape, expected);
-    check_shape("routing['" + tap + "'] mask", pool.mask.shape, expected);
+    require_shape("routing['" + tap + "'] choice", pool.choice.shape, expected);
+    require_shape("routing['" + tap + "'] mask", pool.mask.shape, expected);
     const MapShape in = shapes_.at(op->in);
-    for (int64_t i = 0; i < pool.choice.numel(); ++i) {
-      const int64_t index = pool.choice.data[i];
-      if (pool.mask.data[i] && (index < 0 || index >= int64_t(in.H) * in.W))
-        throw std::invalid_argument("routing['" + tap + "'] choice holds " + std::to_string(index) + ", outside the " +
-                                    std::to_string(in.H) + "x" + std::to_string(in.W) + " plane");
-    }
+    for (int64_t i = 0; i < pool.choice.numel(); ++i)
+      if (pool.mask.data[i]) require_in_plane("routing['" + tap + "'] choice", pool.choice.data[i], in);
   }
   for (const auto& [tap, relu] : routing.relus) {
     if (!is_relu_output(tap))
       throw std::invalid_argument("routing names '" + tap + "' as a ReLU, which is not a ReLU's output");
     const std::vector<int64_t> expected = expected_shape(tap, batch);
-    check_shape("routing['" + tap + "'] force_pass", relu.force_pass.shape, expected);
-    check_shape("routing['" + tap + "'] force_block", relu.force_block.shape, expected);
+    require_shape("routing['" + tap + "'] force_pass", relu.force_pass.shape, expected);
+    require_shape("routing['" + tap + "'] force_block", relu.force_block.shape, expected);
   }
   if (routing.mining) {
     const std::vector<int64_t> expected{batch, priors_.count()};
-    check_shape("routing['mining.negatives'] negatives", routing.mining->negatives.shape, expected);
-    check_shape("routing['mining.negatives'] mask", routing.mining->mask.shape, expected);
+    require_shape("routing['mining.negatives'] negatives", routing.mining->negatives.shape, expected);
+    require_shape("routing['mining.negatives'] mask", routing.mining->mask.shape, expected);
   }
 }
 

@@ -1,6 +1,7 @@
 // A dense, contiguous, row-major array that owns its storage: the only container kernels' callers use.
 #pragma once
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,13 @@ inline std::string shape_str(const std::vector<int64_t>& s) {
   std::string out = "(";
   for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
   return out + (s.size() == 1 ? ",)" : ")");
+}
+
+// A given array (`what`, as the error names it) must have the expected shape.
+inline void require_shape(const std::string& what, const std::vector<int64_t>& shape,
+                          const std::vector<int64_t>& expected) {
+  if (shape != expected)
+    throw std::invalid_argument(what + " has shape " + shape_str(shape) + ", expected " + shape_str(expected));
 }
 
 }  // namespace ssd
