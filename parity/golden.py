@@ -12,7 +12,8 @@ Only safetensors and JSON: nothing is unpickled, nothing goes through torch.load
 A native value passes when |native - reference| <= bound + the reference's own error against the oracle (the
 oracle bound, moved by the triangle inequality onto the stored reference); indices are exact, negatives up to
 ties at the selection boundary. `make fixtures` regenerates the files and refuses to overwrite them when the
-content changed, unless given --force-regen.
+content changed, unless given --force-regen. The reference's float32 roundings follow the CPU's oneDNN kernels
+(AVX2 or AVX-512): regenerated on another CPU kind, many tensors differ in their last bits and are reported as changed.
 """
 
 import hashlib
