@@ -56,6 +56,8 @@ class Bound:
     rms_value: float | None = None  # the largest allowed RMS of native - oracle
     reference_rms: float | None = None
     factor: float | None = None
+    informative: int | None = None  # elements the factor counted as carrying information
+    inherited: float | None = None  # the upstream error ratio carried into the factor
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -95,7 +97,8 @@ def oracle_bound(reference: np.ndarray, oracle: np.ndarray, inherited: float = 1
         f"+ {FLOOR_EPS:g} eps32 x max|oracle| ({floor:.3g})"
         + (f"; factor includes {inherited:.3g} inherited from upstream" if inherited > 1 else "")
     )
-    return Bound("oracle", value, derivation, reference_error, floor, factor * reference_rms + floor, reference_rms, factor)
+    return Bound("oracle", value, derivation, reference_error, floor, factor * reference_rms + floor, reference_rms, factor,
+                 informative, inherited)
 
 
 def _reference_error(reference: np.ndarray, oracle: np.ndarray) -> tuple:

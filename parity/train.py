@@ -23,7 +23,7 @@ from reference.model import build_reference, state_dict_arrays
 from reference.step import PendingStep
 from reference.taps import run_forward
 
-from .compare import TensorResult, compare_tensor
+from .compare import TensorResult, compare_tensor, compare_traces
 from .dataset import SyntheticDetection
 from .routing_ties import reconcile, tie_counts
 
@@ -153,10 +153,27 @@ def _compare_scalar(name: str, case: str, batch_size: int, values: dict) -> Tens
                           np.float32(values["reference"]).reshape(()), np.float64(values["oracle"]).reshape(()))
 
 
-def _compare_state(case: str, batch_size: int, state: dict) -> list:
+def _gradient_provenance(case: str, batch_size: int, native: dict, reference: dict, oracle: dict,
+                         provenance: dict) -> None:
+    """Fold this step's parameter gradients into provenance: key -> (fewest informative elements, largest inherited
+    error ratio) over the steps so far, as the step's own comparison (compare_traces) derived them. A momentum buffer
+    and a parameter are sums of those gradients, so they are judged with the same factor: a head's weight gradient
+    fed by a few non-zero location gradients carries a few correlated roundings however many weights it has
+    (parity/tolerance.py), and so does every buffer built from it."""
+    for result in compare_traces(case, batch_size, native, reference, oracle):
+        if not result.name.startswith("param_grad/") or result.bound.get("rule") != "oracle":
+            continue
+        key = result.name.removeprefix("param_grad/")
+        informative, inherited = provenance.get(key, (result.bound["informative"], result.bound["inherited"]))
+        provenance[key] = (min(informative, result.bound["informative"]), max(inherited, result.bound["inherited"]))
+
+
+def _compare_state(case: str, batch_size: int, state: dict, provenance: dict) -> list:
     results = []
     for name, sides in state.items():  # a momentum buffer missing on the native side (None) fails by name
-        result = compare_tensor(name, case, batch_size, sides["native"], sides["reference"], sides["oracle"])
+        informative, inherited = provenance.get(name.split("/", 1)[1], (None, 1.0))
+        result = compare_tensor(name, case, batch_size, sides["native"], sides["reference"], sides["oracle"],
+                                inherited=inherited, fed_by=informative)
         result.kind = name.split("/")[0]
         results.append(result)
     return results
@@ -176,6 +193,7 @@ def run_trajectory(settings: TrainSettings, progress=None) -> TrajectoryReport:
             "loss": loss, "result": result.to_dict()})
 
     validate(0, "")
+    provenance = {}  # see _gradient_provenance
     step, per_epoch = 0, len(dataset.epoch_batches(0, settings.batch_size))
     for epoch in range(-(-settings.steps // per_epoch)):
         batches = dataset.epoch_batches(epoch, settings.batch_size)[: settings.steps - step]
@@ -186,8 +204,9 @@ def run_trajectory(settings: TrainSettings, progress=None) -> TrajectoryReport:
             case = f"train-{settings.config}-B{settings.batch_size}-step{step}"
             losses = {"native": native["loss.total"], "reference": reference["loss.total"], "oracle": oracle["loss.total"]}
             results = [_compare_scalar("loss.total", case, len(batch), losses)]
+            _gradient_provenance(case, len(batch), native, reference, oracle, provenance)
             state = sides.state()
-            results += _compare_state(case, len(batch), state)
+            results += _compare_state(case, len(batch), state, provenance)
             drift = {
                 "native_vs_reference": max(_finite_max_rel(s["native"], s["reference"]) for n, s in state.items()
                                            if n.startswith("param/")),
