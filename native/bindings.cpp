@@ -444,6 +444,18 @@ PYBIND11_MODULE(ssd_native, m) {
     omp_set_num_threads(n);
   }, py::arg("n"), "Threads of the native kernels (OpenMP); results do not depend on it.");
   m.def("get_num_threads", [] { return omp_get_max_threads(); });
+  m.def("gemm_kernels", [] {
+    return cpu_has_avx512() ? std::vector<std::string>{"avx2", "avx512"} : std::vector<std::string>{"avx2"};
+  }, "The register kernels of the packed GEMM that this CPU runs (all give bit-identical results).");
+  m.def("gemm_kernel", [] { return std::string(avx512_kernel_on() ? "avx512" : "avx2"); },
+        "The register kernel the packed GEMM runs now (the widest this CPU has, unless set_gemm_kernel chose).");
+  m.def("set_gemm_kernel", [](const std::string& name) {
+    if (name != "avx2" && name != "avx512")
+      throw std::invalid_argument("set_gemm_kernel takes 'avx2' or 'avx512', got '" + name + "'");
+    if (name == "avx512" && !cpu_has_avx512())
+      throw std::invalid_argument("set_gemm_kernel('avx512'): this CPU does not report AVX-512F");
+    avx512_kernel_on() = name == "avx512";
+  }, py::arg("name"), "Choose the packed GEMM's register kernel, process-wide.");
   m.def("fault_names", [] { return std::vector<std::string>(kFaultNames.begin(), kFaultNames.end()); },
         "Every fault switch (a known porting bug the native model can reproduce), in catalogue order.");
   m.def("set_faults", &set_faults, py::arg("names"),

@@ -1,4 +1,5 @@
-// C (M,N) = A (M,K) * B (K,N) from packed panels, with an AVX2 FMA register kernel: the forward convolution's GEMM.
+// C (M,N) = A (M,K) * B (K,N) from packed panels, with an FMA register kernel (AVX2, or AVX-512 where the CPU has it):
+// the forward convolution's GEMM.
 //
 // Column consistency: every element of C is computed by the same sequence of roundings wherever it lies, so two
 // identical image patches give bit-identical outputs, as in the reference's convolution (OpenBLAS rounds some
@@ -7,17 +8,21 @@
 // fused multiply-adds in k order starting from 0, and the block sums are added to C in block order
 // (C = sum_0, then C = C + sum_1, ...). Row and column tails are padded with zeros in the packed panels and go
 // through the same register kernel, and the caller splits the work by whole columns (or whole row panels), so the
-// result does not depend on the position of a column, the chunk it falls in or the thread count.
+// result does not depend on the position of a column, the chunk it falls in or the thread count. The AVX-512 kernel
+// performs the same sequence per element with wider vectors, so the two kernels agree bit for bit.
 //
-// Blocking (Zen 3: 32 KiB L1d and 512 KiB L2 per core): a register tile of kRows x kCols(T); one kRows x kKBlock
-// micro-panel of A stays in L1 while it sweeps the column panels of one K block of B (kKBlock x kCols each,
-// together in L2; the caller packs that block: conv2d.h).
+// Blocking (Zen 3: 32 KiB L1d and 512 KiB L2 per core; Zen 4: 1 MiB L2): a register tile of kRows x kCols(T) (AVX2)
+// or kRows x 4 kCols(T) (AVX-512); one kRows x kKBlock micro-panel of A stays in L1 while it sweeps the column panels
+// of one K block of B (kKBlock x kCols each, together in L2; the caller packs that block: conv2d.h).
 #pragma once
 #include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
+
+#include "register_tile_avx512.h"
 
 namespace ssd {
 
@@ -122,6 +127,39 @@ inline void register_tile(int kc, const T* a, const T* b, T* C, int ldc, int row
     }
 }
 
+// Whether gemm_packed_block runs the AVX-512 register tile: on where the CPU has AVX-512F; the tests switch it off to
+// hold the two kernels to each other.
+inline std::atomic<bool>& avx512_kernel_on() {
+  static std::atomic<bool> on{cpu_has_avx512()};
+  return on;
+}
+
+// gemm_packed_block on AVX-512: the same loops, in tiles of kRows x 4 column panels (fewer at the end of a row).
+template <typename T>
+SSD_AVX512 void gemm_packed_block_avx512(int M, int rp0, int rp1, int K, int k0, int k1, const T* A_packed, int p0,
+                                         int p1, const T* B_block, T* C, int ldc, bool accumulate) {
+  static_assert(kCols<T> == Zmm<T>::kLanes, "a packed column panel is one zmm wide");
+  constexpr int NR = kCols<T>, kPanels = 4;
+  const int kc = k1 - k0, panels = int(round_up(p1 - p0, NR) / NR);
+  const int64_t panel_stride = int64_t(kc) * NR;
+  const bool first_block = k0 == 0 && !accumulate;
+  for (int rp = rp0; rp < rp1; ++rp) {
+    const T* a = A_packed + int64_t(rp) * K * kRows + int64_t(k0) * kRows;
+    const int m0 = rp * kRows, rows = std::min(kRows, M - m0);
+    for (int panel = 0; panel < panels; panel += kPanels) {
+      const int n0 = p0 + panel * NR, cols = std::min(kPanels * NR, p1 - n0);
+      const T* b = B_block + panel * panel_stride;
+      T* c = C + int64_t(m0) * ldc + n0;
+      switch (std::min(kPanels, panels - panel)) {
+        case 4: register_tile_avx512<T, kRows, 4>(kc, a, b, panel_stride, c, ldc, rows, cols, first_block); break;
+        case 3: register_tile_avx512<T, kRows, 3>(kc, a, b, panel_stride, c, ldc, rows, cols, first_block); break;
+        case 2: register_tile_avx512<T, kRows, 2>(kc, a, b, panel_stride, c, ldc, rows, cols, first_block); break;
+        default: register_tile_avx512<T, kRows, 1>(kc, a, b, panel_stride, c, ldc, rows, cols, first_block);
+      }
+    }
+  }
+}
+
 // One K block [k0, k1) of C = A * B, for the row panels [rp0, rp1) of C and its columns [p0, p1): C (M, ., leading
 // dim ldc; column p at C + p) = the block's products on the first block, C + them on later ones (on every block
 // if `accumulate`: C += A * B, the old C first in the sequence of additions). A is packed whole
@@ -130,6 +168,8 @@ inline void register_tile(int kc, const T* a, const T* b, T* C, int ldc, int row
 template <typename T>
 void gemm_packed_block(int M, int rp0, int rp1, int K, int k0, int k1, const T* A_packed, int p0, int p1,
                        const T* B_block, T* C, int ldc, bool accumulate) {
+  if (avx512_kernel_on().load(std::memory_order_relaxed))
+    return gemm_packed_block_avx512(M, rp0, rp1, K, k0, k1, A_packed, p0, p1, B_block, C, ldc, accumulate);
   constexpr int NR = kCols<T>;
   const int kc = k1 - k0, panels = int(round_up(p1 - p0, NR) / NR);
   for (int rp = rp0; rp < rp1; ++rp) {

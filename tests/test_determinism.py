@@ -1,5 +1,5 @@
-"""The native float path is bit-identical run to run and for 1 vs 2 threads: no float atomics, no reductions
-whose order depends on the thread count."""
+"""The native float path is bit-identical run to run, for 1 vs 2 threads and for the AVX2 vs AVX-512 GEMM kernel:
+no float atomics, no reductions whose order depends on the thread count or the vector width."""
 
 import numpy as np
 import pytest
@@ -15,14 +15,16 @@ def step_inputs():
     return scenario, scenario.images(), scenario.targets()
 
 
-def _run(step_inputs, threads: int) -> dict:
+def _run(step_inputs, threads: int, kernel: str | None = None) -> dict:
     scenario, images, targets = step_inputs
-    before = ssd_native.get_num_threads()
+    before = ssd_native.get_num_threads(), ssd_native.gemm_kernel()
     ssd_native.set_num_threads(threads)
+    ssd_native.set_gemm_kernel(kernel or before[1])
     try:
         return native_step(scenario, images, targets)
     finally:
-        ssd_native.set_num_threads(before)
+        ssd_native.set_num_threads(before[0])
+        ssd_native.set_gemm_kernel(before[1])
 
 
 def _differing(a: dict, b: dict) -> list:
@@ -41,3 +43,17 @@ def test_one_and_two_threads_are_bit_identical(step_inputs):
 def test_thread_count_is_validated():
     with pytest.raises(ValueError, match="n >= 1, got 0"):
         ssd_native.set_num_threads(0)
+
+
+def test_gemm_kernels_are_bit_identical(step_inputs):
+    if "avx512" not in ssd_native.gemm_kernels():
+        pytest.skip("this CPU has no AVX-512: only the AVX2 kernel runs here")
+    assert _differing(_run(step_inputs, 2, "avx2"), _run(step_inputs, 2, "avx512")) == []
+
+
+def test_gemm_kernel_choice_is_validated():
+    with pytest.raises(ValueError, match="'avx2' or 'avx512', got 'sse'"):
+        ssd_native.set_gemm_kernel("sse")
+    if "avx512" not in ssd_native.gemm_kernels():
+        with pytest.raises(ValueError, match="does not report AVX-512F"):
+            ssd_native.set_gemm_kernel("avx512")

@@ -1,4 +1,4 @@
-"""The fast conv (tiled im2col + OpenBLAS) against its plain direct-loop version and against torch."""
+"""The fast conv (tiled im2col + packed GEMM or OpenBLAS) against its plain direct-loop version and against torch."""
 
 import numpy as np
 import pytest
@@ -64,6 +64,28 @@ def test_conv2d_tiles_large_images_like_one_pass():
     fast = ssd_native.conv2d_float64(x, w, b, pad=1)
     expected = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(b), padding=1).numpy()
     np.testing.assert_allclose(fast, expected, rtol=0, atol=1e-11)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gemm_kernels_agree_bit_for_bit_on_every_edge(dtype):
+    if "avx512" not in ssd_native.gemm_kernels():
+        pytest.skip("this CPU has no AVX-512: only the AVX2 kernel runs here")
+    rng = np.random.default_rng(1)
+    before = ssd_native.gemm_kernel()
+    # out channels 1..13 (row-panel tails of 6), 1..5 column panels per tile and a partial last one (11x11 = 121
+    # pixels, 13x13 = 169), and K = 3*3*C across one to three blocks of 256.
+    for out_channels, channels, size in [(1, 1, 11), (5, 30, 13), (7, 29, 11), (13, 60, 13), (6, 64, 8)]:
+        x = rng.standard_normal((2, channels, size, size)).astype(dtype)
+        w = rng.standard_normal((out_channels, channels, 3, 3)).astype(dtype)
+        b = rng.standard_normal(out_channels).astype(dtype)
+        outputs = []
+        try:
+            for kernel in ("avx2", "avx512"):
+                ssd_native.set_gemm_kernel(kernel)
+                outputs.append(CONV[dtype](x, w, b, pad=1))
+        finally:
+            ssd_native.set_gemm_kernel(before)
+        assert np.array_equal(*outputs), (out_channels, channels, size)
 
 
 BACKWARD = {np.float32: ssd_native.conv2d_backward_float32, np.float64: ssd_native.conv2d_backward_float64}
