@@ -456,6 +456,10 @@ PYBIND11_MODULE(ssd_native, m) {
       throw std::invalid_argument("set_gemm_kernel('avx512'): this CPU does not report AVX-512F");
     avx512_kernel_on() = name == "avx512";
   }, py::arg("name"), "Choose the packed GEMM's register kernel, process-wide.");
+  m.def("direct_columns", [] { return direct_columns_on().load(); },
+        "Whether stride-1 convolutions read interior column panels in place instead of packing them.");
+  m.def("set_direct_columns", [](bool on) { direct_columns_on() = on; }, py::arg("on"),
+        "Read interior column panels in place (True, the default) or pack every panel; results are bit-identical.");
   m.def("fault_names", [] { return std::vector<std::string>(kFaultNames.begin(), kFaultNames.end()); },
         "Every fault switch (a known porting bug the native model can reproduce), in catalogue order.");
   m.def("set_faults", &set_faults, py::arg("names"),

@@ -1,10 +1,12 @@
 // 2-D convolution as im2col + GEMM, never over a whole image at once, so scratch memory stays bounded at the 300x300
 // layers. Forward: the packed column-consistent GEMM (identical patches give identical outputs), fed im2col rows
-// packed per chunk of output pixels and K block. Backward: for stride 1 the input gradient is the transposed
+// packed per chunk of output pixels and K block (or, for up to kDirectMaxRows output channels, read in place where a
+// panel of pixels lies inside the image). Backward: for stride 1 the input gradient is the transposed
 // convolution on the same packed GEMM; the weight gradient (and a strided input gradient) run on OpenBLAS, one
 // tile of output pixels at a time.
 #pragma once
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <stdexcept>
 #include <vector>
@@ -92,8 +94,11 @@ constexpr int kForwardChunkPanels = 8;
 // along output rows (a panel that crosses a row end holds two), so that a tap of a run reads one input row:
 // checked once per run for the row and, off the border, copied without a check per pixel. Row by row across the
 // panels, so the reads walk along input rows.
+//
+// Panels the tiles read in place (direct[panel] not null: direct_panel_origin) are skipped.
 template <typename T>
-void pack_columns(T* packed, const T* inp, const ConvGeometry& g, int k0, int k1, int p0, int p1) {
+void pack_columns(T* packed, const T* inp, const ConvGeometry& g, int k0, int k1, int p0, int p1,
+                  const T* const* direct) {
   using S = Simd<T>;
   constexpr int NR = kCols<T>;
   const int rows = k1 - k0, panels = int(round_up(p1 - p0, NR) / NR), taps = g.KH * g.KW;
@@ -102,6 +107,7 @@ void pack_columns(T* packed, const T* inp, const ConvGeometry& g, int k0, int k1
   Run runs[kForwardChunkPanels * NR];  // every run holds at least one pixel
   int run_count = 0;
   for (int panel = 0; panel < panels; ++panel) {
+    if (direct[panel]) continue;
     const int q0 = p0 + panel * NR;
     for_each_output_run(g, q0, std::min(p1, q0 + NR), [&](int y0, int x0, int count, int q) {
       runs[run_count++] = {int64_t(panel) * rows * NR + q, count, y0, x0};
@@ -140,6 +146,42 @@ void pack_columns(T* packed, const T* inp, const ConvGeometry& g, int k0, int k1
     if (tail) std::fill(tail_row + int64_t(k) * NR + tail, tail_row + int64_t(k) * NR + NR, T(0));
     if (++kw == g.KW && (kw = 0, ++kh == g.KH)) kh = 0, ++c;
   }
+}
+
+// Whether conv2d_forward reads interior column panels in place (on unless a test switches it off to hold the two
+// paths to each other: they give bit-identical results).
+inline std::atomic<bool>& direct_columns_on() {
+  static std::atomic<bool> on{true};
+  return on;
+}
+
+// The panel of kCols<T> output pixels starting at pixel q0 is read in place by the GEMM when the convolution has
+// stride 1, the panel lies in one output row and every tap of every pixel falls inside the image: row k of its im2col
+// block is then kCols<T> consecutive input values, at the returned origin (channel 0, tap 0 of the first pixel)
+// plus offsets[k] (direct_tap_offsets). nullptr where the panel must be packed.
+template <typename T>
+const T* direct_panel_origin(const T* inp, const ConvGeometry& g, int q0) {
+  constexpr int NR = kCols<T>;
+  const int OW = g.OW(), oy = q0 / OW, ox = q0 % OW, y = oy - g.pad, x = ox - g.pad;
+  const bool inside = g.stride == 1 && ox + NR <= OW && y >= 0 && y + (g.KH - 1) * g.dilation < g.H && x >= 0 &&
+                      x + NR - 1 + (g.KW - 1) * g.dilation < g.W;
+  return inside ? inp + int64_t(y) * g.W + x : nullptr;
+}
+
+// Output channels up to which conv2d_forward reads interior panels in place. Packing costs a copy per column
+// element, shared by M / kRows row panels; reading in place costs cache and TLB misses on every use (a tile's rows
+// come from C channel planes). Measured at batch 1, packed/in place: 64 channels at 300x300 46.2/42.8 ms, 128 at
+// 150x150 39.2/37.7, 256 at 75x75 34.9/36.1, 512 at 38x38 40.4/43.5.
+constexpr int kDirectMaxRows = 128;
+
+// -> offsets (K): row k of the im2col matrix (channel k/(KH*KW), tap k%(KH*KW)) lies at a window origin + offsets[k]
+inline std::vector<int64_t> direct_tap_offsets(const ConvGeometry& g) {
+  std::vector<int64_t> offsets(g.patch());
+  for (int k = 0; k < g.patch(); ++k) {
+    const int c = k / (g.KH * g.KW), kh = k / g.KW % g.KH, kw = k % g.KW;
+    offsets[k] = int64_t(c) * g.H * g.W + int64_t(kh) * g.dilation * g.W + kw * g.dilation;
+  }
+  return offsets;
 }
 
 // col (C*KH*KW, p1-p0) -> grad_inp (C,H,W), adding each column entry back to the input pixel it was read from
@@ -207,6 +249,8 @@ void conv2d_forward(T* out, const T* inp, int batch, const T* weight, const Conv
   const int row_panels = int(round_up(M, kRows) / kRows);
   const int row_groups = batch * chunks >= threads ? 1 : std::min(row_panels, threads);
   const int panels_per_group = (row_panels + row_groups - 1) / row_groups;
+  const bool direct = g.stride == 1 && M <= kDirectMaxRows && direct_columns_on().load(std::memory_order_relaxed);
+  const std::vector<int64_t> offsets = direct ? direct_tap_offsets(g) : std::vector<int64_t>();
   std::vector<GuardedScratch<T>> columns(threads);
   const int chunk_pixels = (panels + chunks - 1) / chunks * NR;  // the largest chunk
   for (auto& buffer : columns) buffer.resize(packed_b_size<T>(chunk_pixels, std::min(K, kKBlock)));
@@ -217,11 +261,16 @@ void conv2d_forward(T* out, const T* inp, int batch, const T* weight, const Conv
     const int p1 = std::min(pixels, int(int64_t(chunk + 1) * panels / chunks) * NR);
     const int rp0 = group * panels_per_group, rp1 = std::min(row_panels, rp0 + panels_per_group);
     T* packed = columns[omp_get_thread_num()].data();
+    const T* image = inp + n * in_size;
     T* image_out = out + n * out_size;
+    const T* origins[kForwardChunkPanels] = {};
+    for (int panel = 0; direct && p0 + panel * NR < p1; ++panel)
+      origins[panel] = direct_panel_origin(image, g, p0 + panel * NR);
     for (int k0 = 0; k0 < K; k0 += kKBlock) {
       const int k1 = std::min(K, k0 + kKBlock);
-      pack_columns(packed, inp + n * in_size, g, k0, k1, p0, p1);
-      gemm_packed_block(M, rp0, rp1, K, k0, k1, A, p0, p1, packed, image_out, pixels, epilogue.accumulate);
+      pack_columns(packed, image, g, k0, k1, p0, p1, origins);
+      const BlockColumns<T> block{packed, origins, direct ? offsets.data() + k0 : nullptr};
+      gemm_packed_block(M, rp0, rp1, K, k0, k1, A, p0, p1, block, image_out, pixels, epilogue.accumulate);
     }
     if (!epilogue.bias && !epilogue.relu) continue;
     for (int m = rp0 * kRows; m < std::min(M, rp1 * kRows); ++m) {

@@ -22,6 +22,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "gemm_columns.h"
 #include "register_tile_avx512.h"
 
 namespace ssd {
@@ -83,17 +84,20 @@ const T* pack_a(T* packed, const T* A, int lda, int M, int K) {
   return packed;
 }
 
-// One register tile: sum over k in [0, kc) of a (kc, kRows) x b (kc, kCols), then C (rows x cols valid, leading
-// dim ldc) = that sum on the first K block, C + that sum on later ones. The twelve accumulators are named
-// variables: kept in an array, GCC spilled them to the stack on every k.
-template <typename T>
-inline void register_tile(int kc, const T* a, const T* b, T* C, int ldc, int rows, int cols, bool first_block) {
+// One register tile: sum over k in [0, kc) of a (kc, kRows) x one column panel (kc, kCols; row k at
+// source.row(0, k): gemm_columns.h), then C (rows x cols valid, leading dim ldc) = that sum on the first K block,
+// C + that sum on later ones. The twelve accumulators are named variables: kept in an array, GCC spilled them to
+// the stack on every k.
+template <typename T, typename Source>
+inline void register_tile(int kc, const T* a, const Source& source, T* C, int ldc, int rows, int cols,
+                          bool first_block) {
   using S = Simd<T>;
   using V = typename S::V;
   constexpr int L = S::kLanes;
   V c00 = S::zero(), c01 = S::zero(), c10 = S::zero(), c11 = S::zero(), c20 = S::zero(), c21 = S::zero();
   V c30 = S::zero(), c31 = S::zero(), c40 = S::zero(), c41 = S::zero(), c50 = S::zero(), c51 = S::zero();
-  for (int k = 0; k < kc; ++k, a += kRows, b += 2 * L) {
+  for (int k = 0; k < kc; ++k, a += kRows) {
+    const T* b = source.row(0, k);
     const V b0 = S::load(b), b1 = S::load(b + L);
     V ar = S::broadcast(a + 0);
     c00 = S::fma(ar, b0, c00), c01 = S::fma(ar, b1, c01);
@@ -134,27 +138,64 @@ inline std::atomic<bool>& avx512_kernel_on() {
   return on;
 }
 
-// gemm_packed_block on AVX-512: the same loops, in tiles of kRows x 4 column panels (fewer at the end of a row).
+// B of one K block for gemm_packed_block: column panels packed (packed_b_size(p1 - p0, kc) elements, panel i at
+// packed + i * kc * kCols), except those with a direct origin, which the tiles read from the image (DirectRows) and
+// whose packed space is left unwritten.
+template <typename T>
+struct BlockColumns {
+  const T* packed;
+  const T* const* direct = nullptr;  // per panel: its origin, or null where packed; null: every panel packed
+  const int64_t* offsets = nullptr;  // per k of the block (DirectRows)
+
+  bool is_direct(int panel) const { return direct && direct[panel]; }
+  PackedRows<T> packed_rows(int panel, int kc) const {
+    return {packed + int64_t(panel) * kc * kCols<T>, int64_t(kc) * kCols<T>, kCols<T>};
+  }
+  DirectRows<T> direct_rows(int panel) const { return {direct + panel, offsets}; }
+};
+
+// A register tile of kRows x `panels` column panels on AVX-512 (panels 1 to 4).
+template <typename T, typename Source>
+SSD_AVX512 inline void tile_avx512(int panels, int kc, const T* a, const Source& source, T* c, int ldc, int rows,
+                                   int cols, bool first_block) {
+  switch (panels) {
+    case 4: return register_tile_avx512<T, kRows, 4>(kc, a, source, c, ldc, rows, cols, first_block);
+    case 3: return register_tile_avx512<T, kRows, 3>(kc, a, source, c, ldc, rows, cols, first_block);
+    case 2: return register_tile_avx512<T, kRows, 2>(kc, a, source, c, ldc, rows, cols, first_block);
+    default: return register_tile_avx512<T, kRows, 1>(kc, a, source, c, ldc, rows, cols, first_block);
+  }
+}
+
+// gemm_packed_block on AVX-512: the same loops, in tiles of kRows x 4 column panels (fewer at the end of a row), each
+// read all packed or all direct; a group that mixes the two goes one panel at a time.
 template <typename T>
 SSD_AVX512 void gemm_packed_block_avx512(int M, int rp0, int rp1, int K, int k0, int k1, const T* A_packed, int p0,
-                                         int p1, const T* B_block, T* C, int ldc, bool accumulate) {
-  static_assert(kCols<T> == Zmm<T>::kLanes, "a packed column panel is one zmm wide");
+                                         int p1, const BlockColumns<T>& B, T* C, int ldc, bool accumulate) {
+  static_assert(kCols<T> == Zmm<T>::kLanes, "a column panel is one zmm wide");
   constexpr int NR = kCols<T>, kPanels = 4;
   const int kc = k1 - k0, panels = int(round_up(p1 - p0, NR) / NR);
-  const int64_t panel_stride = int64_t(kc) * NR;
   const bool first_block = k0 == 0 && !accumulate;
   for (int rp = rp0; rp < rp1; ++rp) {
     const T* a = A_packed + int64_t(rp) * K * kRows + int64_t(k0) * kRows;
     const int m0 = rp * kRows, rows = std::min(kRows, M - m0);
+    T* c_rows = C + int64_t(m0) * ldc + p0;
     for (int panel = 0; panel < panels; panel += kPanels) {
-      const int n0 = p0 + panel * NR, cols = std::min(kPanels * NR, p1 - n0);
-      const T* b = B_block + panel * panel_stride;
-      T* c = C + int64_t(m0) * ldc + n0;
-      switch (std::min(kPanels, panels - panel)) {
-        case 4: register_tile_avx512<T, kRows, 4>(kc, a, b, panel_stride, c, ldc, rows, cols, first_block); break;
-        case 3: register_tile_avx512<T, kRows, 3>(kc, a, b, panel_stride, c, ldc, rows, cols, first_block); break;
-        case 2: register_tile_avx512<T, kRows, 2>(kc, a, b, panel_stride, c, ldc, rows, cols, first_block); break;
-        default: register_tile_avx512<T, kRows, 1>(kc, a, b, panel_stride, c, ldc, rows, cols, first_block);
+      const int group = std::min(kPanels, panels - panel), cols = std::min(group * NR, p1 - p0 - panel * NR);
+      int direct = 0;
+      for (int i = panel; i < panel + group; ++i) direct += B.is_direct(i);
+      T* c = c_rows + panel * NR;
+      if (direct == 0) {
+        tile_avx512(group, kc, a, B.packed_rows(panel, kc), c, ldc, rows, cols, first_block);
+      } else if (direct == group) {
+        tile_avx512(group, kc, a, B.direct_rows(panel), c, ldc, rows, cols, first_block);
+      } else {
+        for (int i = panel; i < panel + group; ++i, c += NR) {
+          const int panel_cols = std::min(NR, p1 - p0 - i * NR);
+          if (B.is_direct(i))
+            tile_avx512(1, kc, a, B.direct_rows(i), c, ldc, rows, panel_cols, first_block);
+          else
+            tile_avx512(1, kc, a, B.packed_rows(i, kc), c, ldc, rows, panel_cols, first_block);
+        }
       }
     }
   }
@@ -163,22 +204,26 @@ SSD_AVX512 void gemm_packed_block_avx512(int M, int rp0, int rp1, int K, int k0,
 // One K block [k0, k1) of C = A * B, for the row panels [rp0, rp1) of C and its columns [p0, p1): C (M, ., leading
 // dim ldc; column p at C + p) = the block's products on the first block, C + them on later ones (on every block
 // if `accumulate`: C += A * B, the old C first in the sequence of additions). A is packed whole
-// (pack_a, K columns); B holds only this block's rows of columns p0..p1, packed (packed_b_size(p1 - p0, k1 - k0)).
+// (pack_a, K columns); B holds only this block's rows of columns p0..p1 (BlockColumns).
 // One row panel of A (kRows x (k1-k0), in L1) sweeps all of B's column panels (in L2) before the next.
 template <typename T>
 void gemm_packed_block(int M, int rp0, int rp1, int K, int k0, int k1, const T* A_packed, int p0, int p1,
-                       const T* B_block, T* C, int ldc, bool accumulate) {
+                       const BlockColumns<T>& B, T* C, int ldc, bool accumulate) {
   if (avx512_kernel_on().load(std::memory_order_relaxed))
-    return gemm_packed_block_avx512(M, rp0, rp1, K, k0, k1, A_packed, p0, p1, B_block, C, ldc, accumulate);
+    return gemm_packed_block_avx512(M, rp0, rp1, K, k0, k1, A_packed, p0, p1, B, C, ldc, accumulate);
   constexpr int NR = kCols<T>;
   const int kc = k1 - k0, panels = int(round_up(p1 - p0, NR) / NR);
+  const bool first_block = k0 == 0 && !accumulate;
   for (int rp = rp0; rp < rp1; ++rp) {
     const T* a = A_packed + int64_t(rp) * K * kRows + int64_t(k0) * kRows;
     const int m0 = rp * kRows, rows = std::min(kRows, M - m0);
     for (int panel = 0; panel < panels; ++panel) {
-      const int n0 = p0 + panel * NR;
-      register_tile(kc, a, B_block + int64_t(panel) * kc * NR, C + int64_t(m0) * ldc + n0, ldc, rows,
-                    std::min(NR, p1 - n0), k0 == 0 && !accumulate);
+      T* c = C + int64_t(m0) * ldc + p0 + panel * NR;
+      const int cols = std::min(NR, p1 - p0 - panel * NR);
+      if (B.is_direct(panel))
+        register_tile(kc, a, B.direct_rows(panel), c, ldc, rows, cols, first_block);
+      else
+        register_tile(kc, a, B.packed_rows(panel, kc), c, ldc, rows, cols, first_block);
     }
   }
 }

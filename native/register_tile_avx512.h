@@ -52,14 +52,14 @@ struct Zmm<double> {
 // Does this CPU (and its operating system) run AVX-512F code?
 inline bool cpu_has_avx512() { return __builtin_cpu_supports("avx512f"); }
 
-// One register tile of Rows x Panels packed column panels (each one zmm wide: Zmm<T>::kLanes columns): the sum over
-// k in [0, kc) of a (kc, Rows) x the panels b + p * panel_stride (each (kc, kLanes)), then C (rows x cols valid,
+// One register tile of Rows x Panels column panels (each one zmm wide: Zmm<T>::kLanes columns): the sum over
+// k in [0, kc) of a (kc, Rows) x the panels' rows (source.row(p, k): gemm_columns.h), then C (rows x cols valid,
 // leading dim ldc) = that sum on the first K block, C + that sum on later ones. Every panel holds at least one
 // valid column (cols > (Panels - 1) * kLanes). The loops over rows and panels are unrolled, so that the
 // Rows x Panels accumulators live in registers (6 x 4 = 24 of the 32 zmm).
-template <typename T, int Rows, int Panels>
-SSD_AVX512 inline void register_tile_avx512(int kc, const T* a, const T* b, int64_t panel_stride, T* C, int ldc,
-                                            int rows, int cols, bool first_block) {
+template <typename T, int Rows, int Panels, typename Source>
+SSD_AVX512 inline void register_tile_avx512(int kc, const T* a, const Source& source, T* C, int ldc, int rows,
+                                            int cols, bool first_block) {
   using Z = Zmm<T>;
   using V = typename Z::V;
   constexpr int L = Z::kLanes;
@@ -68,10 +68,10 @@ SSD_AVX512 inline void register_tile_avx512(int kc, const T* a, const T* b, int6
   for (int r = 0; r < Rows; ++r)
 #pragma GCC unroll 4
     for (int p = 0; p < Panels; ++p) acc[r][p] = Z::zero();
-  for (int k = 0; k < kc; ++k, a += Rows, b += L) {
+  for (int k = 0; k < kc; ++k, a += Rows) {
     V bv[Panels];
 #pragma GCC unroll 4
-    for (int p = 0; p < Panels; ++p) bv[p] = Z::load(b + p * panel_stride);
+    for (int p = 0; p < Panels; ++p) bv[p] = Z::load(source.row(p, k));
 #pragma GCC unroll 8
     for (int r = 0; r < Rows; ++r) {
       const V ar = Z::broadcast(a + r);

@@ -1,5 +1,6 @@
-"""The native float path is bit-identical run to run, for 1 vs 2 threads and for the AVX2 vs AVX-512 GEMM kernel:
-no float atomics, no reductions whose order depends on the thread count or the vector width."""
+"""The native float path is bit-identical run to run, for 1 vs 2 threads, for the AVX2 vs AVX-512 GEMM kernel and
+for column panels packed vs read in place: no float atomics, no reductions whose order depends on the thread count,
+the vector width or where an operand is read from."""
 
 import numpy as np
 import pytest
@@ -15,16 +16,18 @@ def step_inputs():
     return scenario, scenario.images(), scenario.targets()
 
 
-def _run(step_inputs, threads: int, kernel: str | None = None) -> dict:
+def _run(step_inputs, threads: int, kernel: str | None = None, direct: bool = True) -> dict:
     scenario, images, targets = step_inputs
-    before = ssd_native.get_num_threads(), ssd_native.gemm_kernel()
+    before = ssd_native.get_num_threads(), ssd_native.gemm_kernel(), ssd_native.direct_columns()
     ssd_native.set_num_threads(threads)
     ssd_native.set_gemm_kernel(kernel or before[1])
+    ssd_native.set_direct_columns(direct)
     try:
         return native_step(scenario, images, targets)
     finally:
         ssd_native.set_num_threads(before[0])
         ssd_native.set_gemm_kernel(before[1])
+        ssd_native.set_direct_columns(before[2])
 
 
 def _differing(a: dict, b: dict) -> list:
@@ -49,6 +52,10 @@ def test_gemm_kernels_are_bit_identical(step_inputs):
     if "avx512" not in ssd_native.gemm_kernels():
         pytest.skip("this CPU has no AVX-512: only the AVX2 kernel runs here")
     assert _differing(_run(step_inputs, 2, "avx2"), _run(step_inputs, 2, "avx512")) == []
+
+
+def test_packed_and_direct_columns_are_bit_identical(step_inputs):
+    assert _differing(_run(step_inputs, 2, direct=False), _run(step_inputs, 2, direct=True)) == []
 
 
 def test_gemm_kernel_choice_is_validated():

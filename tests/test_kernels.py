@@ -66,26 +66,38 @@ def test_conv2d_tiles_large_images_like_one_pass():
     np.testing.assert_allclose(fast, expected, rtol=0, atol=1e-11)
 
 
+GEMM_PATHS = [(kernel, direct) for kernel in ssd_native.gemm_kernels() for direct in (False, True)]
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_gemm_kernels_agree_bit_for_bit_on_every_edge(dtype):
-    if "avx512" not in ssd_native.gemm_kernels():
-        pytest.skip("this CPU has no AVX-512: only the AVX2 kernel runs here")
+def test_gemm_paths_agree_bit_for_bit_on_every_edge(dtype):
+    """Every register kernel this CPU runs (AVX2, AVX-512), with column panels packed or read in place."""
     rng = np.random.default_rng(1)
-    before = ssd_native.gemm_kernel()
-    # out channels 1..13 (row-panel tails of 6), 1..5 column panels per tile and a partial last one (11x11 = 121
-    # pixels, 13x13 = 169), and K = 3*3*C across one to three blocks of 256.
-    for out_channels, channels, size in [(1, 1, 11), (5, 30, 13), (7, 29, 11), (13, 60, 13), (6, 64, 8)]:
-        x = rng.standard_normal((2, channels, size, size)).astype(dtype)
-        w = rng.standard_normal((out_channels, channels, 3, 3)).astype(dtype)
+    before = ssd_native.gemm_kernel(), ssd_native.direct_columns()
+    # out channels 1..13 (row-panel tails of 6), 1..5 column panels per tile and a partial last one, panels that
+    # cross a row end or touch the border beside interior ones, K = C*KH*KW across one to three blocks of 256,
+    # dilation, a 1x1 conv and a strided one (always packed).
+    problems = [  # (out channels, channels, height, width, kernel, stride, pad, dilation)
+        (1, 1, 11, 11, 3, 1, 1, 1), (5, 30, 13, 13, 3, 1, 1, 1), (7, 29, 40, 37, 3, 1, 1, 1),
+        (13, 60, 21, 50, 3, 1, 1, 1), (6, 64, 19, 19, 3, 1, 6, 6), (7, 9, 23, 44, 3, 1, 2, 2), (5, 5, 33, 33, 1, 1, 0, 1),
+        (9, 7, 20, 20, 3, 1, 0, 1), (6, 4, 17, 40, 3, 2, 1, 1),
+    ]
+    for out_channels, channels, height, width, kernel, stride, pad, dilation in problems:
+        x = rng.standard_normal((2, channels, height, width)).astype(dtype)
+        w = rng.standard_normal((out_channels, channels, kernel, kernel)).astype(dtype)
         b = rng.standard_normal(out_channels).astype(dtype)
         outputs = []
         try:
-            for kernel in ("avx2", "avx512"):
-                ssd_native.set_gemm_kernel(kernel)
-                outputs.append(CONV[dtype](x, w, b, pad=1))
+            for kernel_name, direct in GEMM_PATHS:
+                ssd_native.set_gemm_kernel(kernel_name)
+                ssd_native.set_direct_columns(direct)
+                outputs.append(CONV[dtype](x, w, b, stride=stride, pad=pad, dilation=dilation))
         finally:
-            ssd_native.set_gemm_kernel(before)
-        assert np.array_equal(*outputs), (out_channels, channels, size)
+            ssd_native.set_gemm_kernel(before[0])
+            ssd_native.set_direct_columns(before[1])
+        problem = (out_channels, channels, height, width, kernel, stride, pad, dilation)
+        for path, output in zip(GEMM_PATHS[1:], outputs[1:]):
+            assert np.array_equal(outputs[0], output), (problem, GEMM_PATHS[0], path)
 
 
 BACKWARD = {np.float32: ssd_native.conv2d_backward_float32, np.float64: ssd_native.conv2d_backward_float64}
