@@ -6,7 +6,7 @@
 //
 // The arithmetic per element of C is the AVX2 kernel's: products fused-multiply-added in k order from 0, then
 // C = sum (first K block) or C = C + sum, one IEEE add. Edge tiles store through lane masks, never computing an
-// element differently: the two kernels give bit-identical results (tests/test_gemm_kernels.py).
+// element differently: the two kernels give bit-identical results (tests/test_kernels.py, tests/test_determinism.py).
 #pragma once
 #include <immintrin.h>
 

@@ -164,8 +164,10 @@ def _gradient_provenance(case: str, batch_size: int, native: dict, reference: di
         if not result.name.startswith("param_grad/") or result.bound.get("rule") != "oracle":
             continue
         key = result.name.removeprefix("param_grad/")
-        informative, inherited = provenance.get(key, (result.bound["informative"], result.bound["inherited"]))
-        provenance[key] = (min(informative, result.bound["informative"]), max(inherited, result.bound["inherited"]))
+        informative, inherited = result.bound["informative"], result.bound["inherited"]
+        if key in provenance:
+            informative, inherited = min(informative, provenance[key][0]), max(inherited, provenance[key][1])
+        provenance[key] = (informative, inherited)
 
 
 def _compare_state(case: str, batch_size: int, state: dict, provenance: dict) -> list:
