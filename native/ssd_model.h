@@ -3,6 +3,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "box_coder.h"
@@ -113,6 +114,7 @@ class Model {
   void reset();
   void run_op(const Op& op);
   void run_head_conv(bool loc, int k);
+  std::pair<Tensor<T>, Tensor<T>> run_head_pair(int k);
   void join_head(bool loc);
   void make_priors();
   void record_index(const std::string& name, Tensor<int64_t> value);
