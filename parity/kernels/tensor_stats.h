@@ -49,14 +49,52 @@ struct FiniteScan {
   double max_abs = 0.0;
 };
 
-// a (n) -> FiniteScan
+// A value's bits without its sign, as a signed integer of its width: for such bits integer order is numeric order,
+// and infinity and NaN lie at and above kInfinity.
+template <typename T>
+struct MagnitudeBits;
+template <>
+struct MagnitudeBits<float> {
+  using U = int32_t;
+  static constexpr U kMask = 0x7fffffff, kInfinity = 0x7f800000;
+};
+template <>
+struct MagnitudeBits<double> {
+  using U = int64_t;
+  static constexpr U kMask = 0x7fffffffffffffff, kInfinity = 0x7ff0000000000000;
+};
+
+// The largest magnitude's bits over a (n): an integer max, which vectorizes (a floating max with NaN semantics
+// does not without -ffast-math, and the float32 scan ran at 10 GB/s where the float64 one reached 20).
+template <typename T>
+typename MagnitudeBits<T>::U largest_magnitude_bits(const T* a, int64_t n) {
+  using B = MagnitudeBits<T>;
+  typename B::U largest = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    typename B::U bits;
+    std::memcpy(&bits, a + i, sizeof bits);
+    largest = std::max(largest, typename B::U(bits & B::kMask));
+  }
+  return largest;
+}
+
+// a (n) -> FiniteScan. A chunk whose largest magnitude is finite has no NaN or infinity and that magnitude is its
+// max |a|; only a chunk with some goes element by element.
 template <typename T>
 FiniteScan finite_scan(const T* a, int64_t n) {
   std::vector<FiniteScan> parts(chunk_count(n));
 #pragma omp parallel for schedule(static)
   for (int64_t c = 0; c < int64_t(parts.size()); ++c) {
     FiniteScan s;
-    for (int64_t i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i) {
+    const int64_t begin = c * kChunk, end = std::min(n, (c + 1) * kChunk);
+    const auto largest = largest_magnitude_bits(a + begin, end - begin);
+    if (largest < MagnitudeBits<T>::kInfinity) {
+      T magnitude;
+      std::memcpy(&magnitude, &largest, sizeof magnitude);
+      parts[c].max_abs = double(magnitude);
+      continue;
+    }
+    for (int64_t i = begin; i < end; ++i) {
       const double v = double(a[i]);
       if (std::isnan(v)) ++s.nan;
       else if (std::isinf(v)) ++(v > 0 ? s.posinf : s.neginf);
