@@ -219,7 +219,7 @@ def main(argv=None) -> int:
     faults = sub.add_parser("faults", help="switch on each catalogued porting bug; detected and localized?")
     faults.add_argument("only", nargs="*", help="fault names (default: all)")
     bench = sub.add_parser("bench", help="native against PyTorch: time, GFLOP/s, memory, scaling, harness cost")
-    bench.add_argument("--repeats", type=int, default=3)
+    bench.add_argument("--repeats", type=int, default=5)
     bench.add_argument("--threads", type=int, default=0, help="threads for both sides (default: every core)")
     bench.add_argument("--output", default="reports/bench.json")
     args = parser.parse_args(argv)
