@@ -242,10 +242,9 @@ def harness_overhead(rounds: int) -> dict:
     for side in sides:
         batch = side.inputs(4)
         bare += [side.native_step(batch), side.torch_step(batch)]
-    bare_first = 0.0
-    for step in bare:
-        release_memory()  # each side's first step starts from handed-back memory, as the first parity run does
-        bare_first += _seconds(step)
+    # The first calls start from handed-back memory and then share the heap, as the sides of the first parity run do.
+    release_memory()
+    bare_first = sum(_seconds(step) for step in bare)
     release_memory()
     harness_first = _seconds(_parity_run)
     bare_times, harness_times = [[] for _ in bare], []
