@@ -45,14 +45,16 @@ class Timing:
         return {"min_s": self.min_s, "median_s": self.median_s, "runs": self.runs, "first_s": self.first_s}
 
 
+def _seconds(function) -> float:
+    start = time.perf_counter()
+    function()
+    return time.perf_counter() - start
+
+
 def timed(function, repeats: int) -> Timing:
     """One warm-up call, then `repeats` timed calls."""
     function()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
+    times = [_seconds(function) for _ in range(repeats)]
     return Timing(min(times), statistics.median(times), repeats)
 
 
@@ -62,17 +64,11 @@ def timed_pair(native, torch_side, repeats: int) -> dict:
     runs, then the other's, let a slow spell land on one side only: forward ratios of 1.10 and 1.40 in two runs of
     the same code)."""
     functions = {"native": native, "torch": torch_side}
-    first = {}
-    for side, function in functions.items():
-        start = time.perf_counter()
-        function()
-        first[side] = time.perf_counter() - start
+    first = {side: _seconds(function) for side, function in functions.items()}
     times = {side: [] for side in functions}
     for _ in range(repeats):
         for side, function in functions.items():
-            start = time.perf_counter()
-            function()
-            times[side].append(time.perf_counter() - start)
+            times[side].append(_seconds(function))
     return {side: Timing(min(t), statistics.median(t), repeats, first[side]) for side, t in times.items()}
 
 
@@ -259,12 +255,6 @@ def harness_overhead(rounds: int) -> dict:
     return {"harness_first_s": harness_first, "bare_four_sides_first_s": bare_first, "first_ratio": first_ratio,
             "harness_warm_s": harness_warm, "bare_four_sides_s": bare_warm, "warm_ratio": warm_ratio,
             "harness_runs_s": harness_times, "rounds": rounds, "ratio": max(first_ratio, warm_ratio)}
-
-
-def _seconds(function) -> float:
-    start = time.perf_counter()
-    function()
-    return time.perf_counter() - start
 
 
 def _parity_run() -> None:

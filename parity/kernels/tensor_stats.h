@@ -91,14 +91,14 @@ FiniteScan finite_scan(const T* a, int64_t n) {
     if (largest < MagnitudeBits<T>::kInfinity) {
       T magnitude;
       std::memcpy(&magnitude, &largest, sizeof magnitude);
-      parts[c].max_abs = double(magnitude);
-      continue;
-    }
-    for (int64_t i = begin; i < end; ++i) {
-      const double v = double(a[i]);
-      if (std::isnan(v)) ++s.nan;
-      else if (std::isinf(v)) ++(v > 0 ? s.posinf : s.neginf);
-      else s.max_abs = std::max(s.max_abs, std::fabs(v));
+      s.max_abs = double(magnitude);
+    } else {
+      for (int64_t i = begin; i < end; ++i) {
+        const double v = double(a[i]);
+        if (std::isnan(v)) ++s.nan;
+        else if (std::isinf(v)) ++(v > 0 ? s.posinf : s.neginf);
+        else s.max_abs = std::max(s.max_abs, std::fabs(v));
+      }
     }
     parts[c] = s;
   }
