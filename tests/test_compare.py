@@ -57,6 +57,7 @@ def test_the_one_pass_measure_of_a_finite_tensor_matches_the_whole_tensor_passes
     reference = (oracle + 1e-6 * rng.standard_normal(size)).astype(np.float32)
     native = (oracle + 1e-6 * rng.standard_normal(size)).astype(np.float32)
     native[size // 2] += 1.0  # a bug in one element
+    native[-1] = -reference[-1]  # and a sign flipped: the ULP line's two halves
     metrics, errors = measure(native, reference, oracle)
     expected_metrics = error_metrics(native, reference)
     for key in ("max_abs", "max_rel", "max_ulp", "finite_compared"):

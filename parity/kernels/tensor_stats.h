@@ -8,6 +8,7 @@
 // count; each chunk's partial results are merged in chunk order, so a result never depends on the thread count.
 // This module shares no code with the native port it judges.
 #pragma once
+#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -17,6 +18,8 @@
 #include <cstring>
 #include <limits>
 #include <vector>
+
+#include "lanes.h"
 
 namespace tensor_stats {
 
@@ -118,19 +121,36 @@ struct ReferenceError {
   int64_t nonzero = 0;                 // oracle elements != 0 (NaN included, as numpy.count_nonzero)
 };
 
-// reference (n), oracle (n) -> ReferenceError
-template <typename R, typename O>
-ReferenceError reference_error(const R* reference, const O* oracle, int64_t n) {
+// One element of reference_error (the lanes' loop does the same four at a time).
+inline void add_reference_error(ReferenceError& s, float reference, double oracle) {
+  const double o = double(oracle), d = double(reference) - o;
+  if (std::isfinite(d)) s.largest = std::max(s.largest, std::fabs(d)), s.energy += d * d, ++s.finite;
+  if (std::isfinite(o)) s.scale = std::max(s.scale, std::fabs(o));
+  s.nonzero += o != 0.0;
+}
+
+// reference (n) float32, oracle (n) float64 -> ReferenceError
+inline ReferenceError reference_error(const float* reference, const double* oracle, int64_t n) {
   std::vector<ReferenceError> parts(chunk_count(n));
 #pragma omp parallel for schedule(static)
   for (int64_t c = 0; c < int64_t(parts.size()); ++c) {
-    ReferenceError s;
-    for (int64_t i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i) {
-      const double o = double(oracle[i]), d = double(reference[i]) - o;
-      if (std::isfinite(d)) s.largest = std::max(s.largest, std::fabs(d)), s.energy += d * d, ++s.finite;
-      if (std::isfinite(o)) s.scale = std::max(s.scale, std::fabs(o));
-      s.nonzero += o != 0.0;
+    const int64_t begin = c * kChunk, end = std::min(n, (c + 1) * kChunk);
+    __m256d largest = _mm256_setzero_pd(), energy = largest, scale = largest;
+    __m256i finite = _mm256_setzero_si256(), nonzero = finite;
+    int64_t i = begin;
+    for (; i + 4 <= end; i += 4) {
+      const __m256d o = _mm256_loadu_pd(oracle + i), d = _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(reference + i)), o);
+      const __m256d d_finite = finite_lanes(d), o_finite = finite_lanes(o);
+      largest = _mm256_max_pd(largest, _mm256_and_pd(abs_lanes(d), d_finite));
+      energy = _mm256_add_pd(energy, _mm256_and_pd(_mm256_mul_pd(d, d), d_finite));
+      finite = count_lanes(finite, d_finite);
+      scale = _mm256_max_pd(scale, _mm256_and_pd(abs_lanes(o), o_finite));
+      nonzero = count_lanes(nonzero, _mm256_cmp_pd(o, _mm256_setzero_pd(), _CMP_NEQ_UQ));  // NaN counts
     }
+    ReferenceError s;
+    s.largest = max_of_lanes(largest), s.energy = sum_in_lane_order(energy), s.finite = sum_of_lanes(finite);
+    s.scale = max_of_lanes(scale), s.nonzero = sum_of_lanes(nonzero);
+    for (; i < end; ++i) add_reference_error(s, reference[i], oracle[i]);
     parts[c] = s;
   }
   ReferenceError total;
@@ -158,27 +178,80 @@ struct NativeStats {
   Worst worst;                                                         // of |native - oracle|
 };
 
-// native (n), reference (n) float32, oracle (n); reference_scale = max |reference| -> NativeStats
-template <typename O>
-NativeStats native_stats(const float* native, const float* reference, const O* oracle, int64_t n,
-                         double reference_scale) {
+// One element of native_stats (the lanes' loop does the same four at a time).
+inline void add_native_stats(NativeStats& s, float native, float reference, double oracle, double eps_scale,
+                             double sizable, int64_t i) {
+  const double a = native, e = reference, diff = std::fabs(a - e), magnitude = std::fabs(e);
+  s.largest_diff = std::max(s.largest_diff, diff);
+  s.largest_rel = std::max(s.largest_rel, diff / (magnitude + eps_scale + DBL_MIN));  // numpy's order of additions
+  s.diff_energy += diff * diff, s.energy += e * e, s.actual_energy += a * a, s.cross += a * e;
+  if (magnitude >= sizable) s.max_ulp = std::max(s.max_ulp, std::abs(on_ulp_line(native) - on_ulp_line(reference)));
+  const double error = std::fabs(a - oracle);
+  s.oracle_largest = std::max(s.oracle_largest, error), s.oracle_energy += error * error;
+  s.worst.offer(i, error);
+}
+
+// native_stats' maxima and sums in four lanes.
+struct NativeLanes {
+  __m256d largest_diff = _mm256_setzero_pd(), largest_rel = largest_diff, diff_energy = largest_diff;
+  __m256d energy = largest_diff, actual_energy = largest_diff, cross = largest_diff;
+  __m256d oracle_largest = largest_diff, oracle_energy = largest_diff;
+  __m256i max_ulp = _mm256_set1_epi64x(-1);
+
+  NativeStats folded(const Worst& worst) const {
+    NativeStats s;
+    s.largest_diff = max_of_lanes(largest_diff), s.largest_rel = max_of_lanes(largest_rel);
+    s.diff_energy = sum_in_lane_order(diff_energy), s.energy = sum_in_lane_order(energy);
+    s.actual_energy = sum_in_lane_order(actual_energy), s.cross = sum_in_lane_order(cross);
+    s.max_ulp = max_of_lanes(max_ulp);
+    s.oracle_largest = max_of_lanes(oracle_largest), s.oracle_energy = sum_in_lane_order(oracle_energy);
+    s.worst = worst;
+    return s;
+  }
+};
+
+// native (n), reference (n) float32, oracle (n) float64; reference_scale = max |reference| -> NativeStats
+inline NativeStats native_stats(const float* native, const float* reference, const double* oracle, int64_t n,
+                                double reference_scale) {
   const double eps_scale = double(FLT_EPSILON) * reference_scale;  // the relative error's floor
   const double sizable = 1e-3 * reference_scale;
+  const __m256d floor_lanes = _mm256_set1_pd(eps_scale), tiny = _mm256_set1_pd(DBL_MIN);
+  const __m256d sizable_lanes = _mm256_set1_pd(sizable);
   std::vector<NativeStats> parts(chunk_count(n));
 #pragma omp parallel for schedule(static)
   for (int64_t c = 0; c < int64_t(parts.size()); ++c) {
-    NativeStats s;
-    for (int64_t i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i) {
-      const double a = native[i], e = reference[i], diff = std::fabs(a - e), magnitude = std::fabs(e);
-      s.largest_diff = std::max(s.largest_diff, diff);
-      s.largest_rel = std::max(s.largest_rel, diff / (magnitude + eps_scale + DBL_MIN));  // numpy's order of additions
-      s.diff_energy += diff * diff, s.energy += e * e, s.actual_energy += a * a, s.cross += a * e;
-      if (magnitude >= sizable)
-        s.max_ulp = std::max(s.max_ulp, std::abs(on_ulp_line(native[i]) - on_ulp_line(reference[i])));
-      const double error = std::fabs(a - double(oracle[i]));
-      s.oracle_largest = std::max(s.oracle_largest, error), s.oracle_energy += error * error;
-      s.worst.offer(i, error);
+    const int64_t begin = c * kChunk, end = std::min(n, (c + 1) * kChunk);
+    NativeLanes l;
+    Worst worst;
+    int64_t i = begin;
+    for (; i + 4 <= end; i += 4) {
+      const __m128 native4 = _mm_loadu_ps(native + i), reference4 = _mm_loadu_ps(reference + i);
+      const __m256d a = _mm256_cvtps_pd(native4), e = _mm256_cvtps_pd(reference4);
+      const __m256d diff = abs_lanes(_mm256_sub_pd(a, e)), magnitude = abs_lanes(e);
+      l.largest_diff = _mm256_max_pd(l.largest_diff, diff);
+      l.largest_rel = _mm256_max_pd(
+          l.largest_rel, _mm256_div_pd(diff, _mm256_add_pd(_mm256_add_pd(magnitude, floor_lanes), tiny)));
+      l.diff_energy = _mm256_add_pd(l.diff_energy, _mm256_mul_pd(diff, diff));
+      l.energy = _mm256_add_pd(l.energy, _mm256_mul_pd(e, e));
+      l.actual_energy = _mm256_add_pd(l.actual_energy, _mm256_mul_pd(a, a));
+      l.cross = _mm256_add_pd(l.cross, _mm256_mul_pd(a, e));
+      const __m256i ulps = abs_epi64_lanes(_mm256_sub_epi64(ulp_line_lanes(native4), ulp_line_lanes(reference4)));
+      const __m256d counted = _mm256_cmp_pd(magnitude, sizable_lanes, _CMP_GE_OQ);
+      l.max_ulp = max_epi64_lanes(l.max_ulp, _mm256_blendv_epi8(_mm256_set1_epi64x(-1), ulps,
+                                                                _mm256_castpd_si256(counted)));
+      const __m256d error = abs_lanes(_mm256_sub_pd(a, _mm256_loadu_pd(oracle + i)));
+      l.oracle_largest = _mm256_max_pd(l.oracle_largest, error);
+      l.oracle_energy = _mm256_add_pd(l.oracle_energy, _mm256_mul_pd(error, error));
+      // The worst list changes rarely once full: offer the four (in index order) only if one beats its last.
+      if (worst.count < kWorst ||
+          _mm256_movemask_pd(_mm256_cmp_pd(error, _mm256_set1_pd(worst.error[kWorst - 1]), _CMP_GT_OQ))) {
+        double errors[4];
+        store_lanes(error, errors);
+        for (int k = 0; k < 4; ++k) worst.offer(i + k, errors[k]);
+      }
     }
+    NativeStats s = l.folded(worst);
+    for (; i < end; ++i) add_native_stats(s, native[i], reference[i], oracle[i], eps_scale, sizable, i);
     parts[c] = s;
   }
   NativeStats total;
@@ -209,17 +282,24 @@ inline double largest_difference(const double* native64, const double* oracle, i
   std::vector<double> parts(chunk_count(n), 0.0);
 #pragma omp parallel for schedule(static)
   for (int64_t c = 0; c < int64_t(parts.size()); ++c) {
-    double largest = 0.0;
-    for (int64_t i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i) {
+    const int64_t begin = c * kChunk, end = std::min(n, (c + 1) * kChunk);
+    __m256d largest = _mm256_setzero_pd();
+    bool nan = false;
+    int64_t i = begin;
+    for (; i + 4 <= end && !nan; i += 4) {
+      const __m256d o = _mm256_loadu_pd(oracle + i), o_finite = finite_lanes(o);
+      const __m256d d = abs_lanes(_mm256_sub_pd(_mm256_loadu_pd(native64 + i), o));
+      nan = _mm256_movemask_pd(_mm256_and_pd(_mm256_cmp_pd(d, d, _CMP_UNORD_Q), o_finite));
+      largest = _mm256_max_pd(largest, _mm256_and_pd(d, o_finite));
+    }
+    double part = max_of_lanes(largest);
+    for (; i < end && !nan; ++i) {
       if (!std::isfinite(oracle[i])) continue;
       const double d = std::fabs(native64[i] - oracle[i]);
-      if (std::isnan(d)) {
-        largest = d;
-        break;
-      }
-      largest = std::max(largest, d);
+      nan = std::isnan(d);
+      part = std::max(part, d);
     }
-    parts[c] = largest;
+    parts[c] = nan ? std::numeric_limits<double>::quiet_NaN() : part;
   }
   double total = 0.0;
   for (double p : parts) {
