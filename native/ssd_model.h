@@ -130,7 +130,7 @@ class Model {
   T loss_normalizer() const;
   Tensor<T>& grad(const std::string& tap);
   Tensor<T>& take_output_grad(const std::string& tap);
-  std::vector<T> consume_output_grad(const std::string& tap);
+  Storage<T> consume_output_grad(const std::string& tap);
   void release_tap(const std::string& tap);
   void conv_backward(const std::string& out, const std::string& in, const std::string& prefix, int stride, int pad,
                      int dil, bool relu);

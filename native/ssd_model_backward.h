@@ -30,10 +30,10 @@ Tensor<T>& Model<T>::take_output_grad(const std::string& tap) {
 // returns them all), the tap's entry is dropped here, as autograd frees a gradient once it has been used: a training
 // step then never holds more than a few activation gradients at once.
 template <typename T>
-std::vector<T> Model<T>::consume_output_grad(const std::string& tap) {
+Storage<T> Model<T>::consume_output_grad(const std::string& tap) {
   Tensor<T>& g = take_output_grad(tap);
   if (keep_tap_grads_) return g.data;
-  std::vector<T> values = std::move(g.data);
+  Storage<T> values = std::move(g.data);
   grads_.erase(tap);
   return values;
 }
@@ -52,7 +52,7 @@ void Model<T>::conv_backward(const std::string& out, const std::string& in, cons
   const Tensor<T>& y = taps_.at(out);
   const ConvGeometry g = conv_geometry(prefix, shapes_.at(in), stride, pad, dil);
   const int B = int(x.dim(0));
-  std::vector<T> dpre = consume_output_grad(out);  // d loss / d conv output, before the ReLU
+  Storage<T> dpre = consume_output_grad(out);  // d loss / d conv output, before the ReLU
   if (relu) {
     auto routed = relu_pass_.find(out);
     if (routed == relu_pass_.end())
@@ -105,7 +105,7 @@ void Model<T>::head_backward() {
   const int64_t P = loc.dim(1);
   for (bool is_loc : {true, false}) {
     const int D = is_loc ? 4 : K;
-    const std::vector<T> djoined = consume_output_grad(is_loc ? "loc_head" : "conf_head");
+    const Storage<T> djoined = consume_output_grad(is_loc ? "loc_head" : "conf_head");
     int64_t offset = 0;
     for (size_t k = 0; k < heads_.sources.size(); ++k) {
       const std::string name = std::string(is_loc ? "head.loc." : "head.conf.") + std::to_string(k);
@@ -133,7 +133,7 @@ void Model<T>::backbone_backward() {
     const MapShape in = shapes_.at(op->in), out = shapes_.at(op->out);
     const int B = int(taps_.at(op->in).dim(0));
     const int64_t in_size = int64_t(in.C) * in.H * in.W, out_size = int64_t(out.C) * out.H * out.W;
-    const std::vector<T> dout = consume_output_grad(op->out);
+    const Storage<T> dout = consume_output_grad(op->out);
     Tensor<T>& dinp = grad(op->in);
     if (op->kind == OpKind::MaxPool) {
       const PoolGeometry g{in.C, in.H, in.W, op->kernel, op->stride, op->pad, op->ceil_mode};

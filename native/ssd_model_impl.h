@@ -109,7 +109,7 @@ void Model<T>::run_conv(const std::string& out, const std::string& in, const std
   const Tensor<T>& x = taps_.at(in);
   const int B = int(x.dim(0));
   const ConvGeometry g = conv_geometry(prefix, shapes_.at(in), stride, pad, dil);
-  Tensor<T> y({B, g.OC, g.OH(), g.OW()});
+  Tensor<T> y({B, g.OC, g.OH(), g.OW()}, Uninitialized{});  // conv2d_forward writes every element
   GuardedScratch<T>* packed = &packed_weight_;
   bool kept = false;
   if (inference_) {
@@ -131,7 +131,7 @@ void Model<T>::run_op(const Op& op) {
   const int B = int(x.dim(0));
   const MapShape in = shapes_.at(op.in), out = shapes_.at(op.out);
   const int64_t in_size = int64_t(in.C) * in.H * in.W, out_size = int64_t(out.C) * out.H * out.W;
-  Tensor<T> y({B, out.C, out.H, out.W});
+  Tensor<T> y({B, out.C, out.H, out.W}, Uninitialized{});  // max-pool and L2Norm write every element
   if (op.kind == OpKind::MaxPool) {
     std::vector<int32_t>& argmax = pool_argmax_[op.out];
     argmax.resize(size_t(B) * out_size);
@@ -178,7 +178,7 @@ std::pair<Tensor<T>, Tensor<T>> Model<T>::run_head_pair(int k) {
   ConvGeometry g = conv_geometry(loc, shapes_.at(heads_.sources[k]), 1, 1, 1);
   g.OC = loc_rows + conf_rows;
   const int64_t K = g.patch(), pixels = int64_t(g.OH()) * g.OW();
-  std::vector<T> bias(weight(loc + ".bias").data);
+  std::vector<T> bias(weight(loc + ".bias").data.begin(), weight(loc + ".bias").data.end());
   bias.insert(bias.end(), weight(conf + ".bias").data.begin(), weight(conf + ".bias").data.end());
   GuardedScratch<T>* packed = &packed_weight_;
   bool kept = false;
@@ -192,9 +192,10 @@ std::pair<Tensor<T>, Tensor<T>> Model<T>::run_head_pair(int k) {
     stacked.insert(stacked.end(), loc_weight.data.begin(), loc_weight.data.end());
     stacked.insert(stacked.end(), conf_weight.data.begin(), conf_weight.data.end());
   }
-  Tensor<T> both({B, g.OC, g.OH(), g.OW()});
+  Tensor<T> both({B, g.OC, g.OH(), g.OW()}, Uninitialized{});
   conv2d_forward(both.ptr(), x.ptr(), B, stacked.data(), g, *packed, ConvEpilogue<T>{bias.data()}, kept);
-  Tensor<T> loc_out({B, loc_rows, g.OH(), g.OW()}), conf_out({B, conf_rows, g.OH(), g.OW()});
+  Tensor<T> loc_out({B, loc_rows, g.OH(), g.OW()}, Uninitialized{});
+  Tensor<T> conf_out({B, conf_rows, g.OH(), g.OW()}, Uninitialized{});
   for (int n = 0; n < B; ++n) {
     const T* image = both.ptr() + n * g.OC * pixels;
     std::copy(image, image + loc_rows * pixels, loc_out.ptr() + n * loc_rows * pixels);
@@ -209,7 +210,7 @@ void Model<T>::join_head(bool loc) {
   const std::string family = loc ? "loc" : "conf";
   const int64_t P = priors_.count();
   const int B = int(taps_.at("head." + family + ".0").dim(0));
-  Tensor<T> joined({B, P, D});
+  Tensor<T> joined({B, P, D}, Uninitialized{});  // the sources' rows cover all P rows of every image
   int64_t offset = 0;
   for (size_t k = 0; k < heads_.sources.size(); ++k) {
     const MapShape src = shapes_.at(heads_.sources[k]);
