@@ -123,7 +123,7 @@ struct ReferenceError {
 
 // One element of reference_error (the lanes' loop does the same four at a time).
 inline void add_reference_error(ReferenceError& s, float reference, double oracle) {
-  const double o = double(oracle), d = double(reference) - o;
+  const double o = oracle, d = double(reference) - o;
   if (std::isfinite(d)) s.largest = std::max(s.largest, std::fabs(d)), s.energy += d * d, ++s.finite;
   if (std::isfinite(o)) s.scale = std::max(s.scale, std::fabs(o));
   s.nonzero += o != 0.0;
