@@ -5,9 +5,9 @@ import pytest
 import torch
 
 import ssd_native
-from parity.sides import native_model, reference_model
+from parity.sides import reference_model
 from reference.routing import POOL_INPUTS, window_argmax
-from reference.taps import FORWARD_TAPS, module_taps, stage_inputs
+from reference.taps import module_taps
 
 
 @pytest.mark.parametrize(
@@ -228,15 +228,3 @@ def test_isolated_loss_stages_name_missing_and_misshaped_inputs(narrow_native):
                                                 "loc_head": np.zeros((2, 8732, 4), np.float32)})
     with pytest.raises(ValueError, match=r"no isolated stage produces 'loss.nothing'"):
         narrow_native.isolated("loss.nothing", {})
-
-
-@pytest.mark.parametrize("config", ["narrow", "ssd300"])
-def test_isolated_forward_of_the_own_trace_reproduces_it(config):
-    """Every forward stage fed its own input computes exactly what the whole forward did: among them each head conv
-    on its own (run_head_conv) against the forward's loc and conf convs of a source computed as one (run_head_pair)."""
-    model = native_model(config, 0, "float32")
-    image = np.random.default_rng(1).standard_normal((2, 3, 300, 300)).astype(np.float32)
-    trace = model.forward(image)
-    for tap in FORWARD_TAPS:
-        inputs = {name: image if name == "input" else trace[name] for name in stage_inputs(tap)}
-        assert np.array_equal(model.isolated(tap, inputs)[tap], trace[tap]), tap

@@ -1,13 +1,14 @@
 """The native float path is bit-identical run to run, for 1 vs 2 threads, for the AVX2 vs AVX-512 GEMM kernel and
-for column panels packed vs read in place: no float atomics, no reductions whose order depends on the thread count,
-the vector width or where an operand is read from."""
+for column panels packed vs read in place, and for a stage run alone vs inside the whole forward: no float atomics, no
+reductions whose order depends on the thread count, the vector width or where an operand is read from."""
 
 import numpy as np
 import pytest
 
 import ssd_native
 from parity.cases import scenario_for
-from parity.sides import native_step
+from parity.sides import native_model, native_step
+from reference.taps import FORWARD_TAPS, stage_inputs
 
 
 @pytest.fixture(scope="module")
@@ -64,3 +65,15 @@ def test_gemm_kernel_choice_is_validated():
     if "avx512" not in ssd_native.gemm_kernels():
         with pytest.raises(ValueError, match="does not report AVX-512F"):
             ssd_native.set_gemm_kernel("avx512")
+
+
+@pytest.mark.parametrize("config", ["narrow", "ssd300"])
+def test_isolated_forward_of_the_own_trace_reproduces_it(config):
+    """Every forward stage fed its own input computes exactly what the whole forward did: among them each head conv
+    on its own (run_head_conv) against the forward's loc and conf convs of a source computed as one (run_head_pair)."""
+    model = native_model(config, 0, "float32")
+    image = np.random.default_rng(1).standard_normal((2, 3, 300, 300)).astype(np.float32)
+    trace = model.forward(image)
+    for tap in FORWARD_TAPS:
+        inputs = {name: image if name == "input" else trace[name] for name in stage_inputs(tap)}
+        assert np.array_equal(model.isolated(tap, inputs)[tap], trace[tap]), tap

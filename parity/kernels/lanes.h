@@ -27,17 +27,15 @@ inline __m256i max_epi64_lanes(__m256i a, __m256i b) { return _mm256_blendv_epi8
 
 inline __m256i abs_epi64_lanes(__m256i x) { return max_epi64_lanes(x, _mm256_sub_epi64(_mm256_setzero_si256(), x)); }
 
-inline void store_lanes(__m256d x, double out[4]) { _mm256_storeu_pd(out, x); }
-
 inline double sum_in_lane_order(__m256d x) {
   double v[4];
-  store_lanes(x, v);
+  _mm256_storeu_pd(v, x);
   return ((v[0] + v[1]) + v[2]) + v[3];
 }
 
 inline double max_of_lanes(__m256d x) {
   double v[4];
-  store_lanes(x, v);
+  _mm256_storeu_pd(v, x);
   double m = v[0];
   for (int k = 1; k < 4; ++k) m = m < v[k] ? v[k] : m;
   return m;

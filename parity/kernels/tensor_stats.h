@@ -246,7 +246,7 @@ inline NativeStats native_stats(const float* native, const float* reference, con
       if (worst.count < kWorst ||
           _mm256_movemask_pd(_mm256_cmp_pd(error, _mm256_set1_pd(worst.error[kWorst - 1]), _CMP_GT_OQ))) {
         double errors[4];
-        store_lanes(error, errors);
+        _mm256_storeu_pd(errors, error);
         for (int k = 0; k < 4; ++k) worst.offer(i + k, errors[k]);
       }
     }
