@@ -126,6 +126,37 @@ def test_conv2d_backward_matches_torch(problem, dtype):
         np.testing.assert_allclose(got, expected, rtol=0, atol=tol * max(1.0, float(np.abs(expected).max())))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(
+    "channels, out_channels, size, stride",
+    [(3, 64, 30, 1), (32, 24, 9, 2)],
+    ids=["weight-gradient-of-27-columns", "strided-input-gradient-of-25-pixels"],
+)
+def test_conv2d_backward_of_a_narrow_gemm_in_row_blocks(channels, out_channels, size, stride, dtype):
+    """GEMMs of one column chunk run in row blocks (gemm.h): the first layer's weight gradient (27 columns, 64 rows),
+    a strided input gradient of a small map (25 pixels, 288 rows). Against torch, and bit for bit on 1 and 2 threads."""
+    rng = np.random.default_rng(7)
+    x = torch.from_numpy(rng.standard_normal((2, channels, size, size)).astype(dtype)).requires_grad_(True)
+    w = torch.from_numpy(rng.standard_normal((out_channels, channels, 3, 3)).astype(dtype)).requires_grad_(True)
+    out = torch.nn.functional.conv2d(x, w, stride=stride, padding=1)
+    dout = torch.from_numpy(rng.standard_normal(tuple(out.shape)).astype(dtype))
+    out.backward(dout)
+    before = ssd_native.get_num_threads()
+    runs = []
+    try:
+        for threads in (1, 2):
+            ssd_native.set_num_threads(threads)
+            runs.append(BACKWARD[dtype](dout.numpy(), x.detach().numpy(), w.detach().numpy(), stride=stride, pad=1))
+    finally:
+        ssd_native.set_num_threads(before)
+    # Each element sums at most 2*30*30 (weights) or 64*9 (inputs) products of unit normals.
+    tol = 1e-4 if dtype == np.float32 else 1e-12
+    for got, expected in zip(runs[1][:2], (x.grad.numpy(), w.grad.numpy())):
+        np.testing.assert_allclose(got, expected, rtol=0, atol=tol * max(1.0, float(np.abs(expected).max())))
+    for one_thread, two_threads in zip(*runs):
+        assert np.array_equal(one_thread, two_threads)
+
+
 def test_conv2d_backward_names_a_misshaped_gradient():
     x, w = np.zeros((1, 2, 8, 8), np.float32), np.zeros((3, 2, 3, 3), np.float32)
     with pytest.raises(ValueError, match=r"dout of the output's shape \(1, 3, 6, 6\), got \(1, 3, 8, 8\)"):
