@@ -167,7 +167,7 @@ void Model<T>::run_head_conv(bool loc, int k) {
 // columns are packed once for loc + conf rows (the loc conv alone, 16-24 output channels, packed a 512-1024
 // channel map's columns for 3-4 row panels: 1.6-1.9x PyTorch's time at batch 1). Every output element is the same
 // sum in the same order as in a conv of its own (gemm_packed.h), so the two taps are bit for bit what run_head_conv
-// gives (tests/test_bad_input.py, the isolated forward of a model's own trace).
+// gives (tests/test_determinism.py, the isolated forward of a model's own trace).
 template <typename T>
 std::pair<Tensor<T>, Tensor<T>> Model<T>::run_head_pair(int k) {
   const Tensor<T>& x = taps_.at(heads_.sources[k]);
@@ -178,8 +178,9 @@ std::pair<Tensor<T>, Tensor<T>> Model<T>::run_head_pair(int k) {
   ConvGeometry g = conv_geometry(loc, shapes_.at(heads_.sources[k]), 1, 1, 1);
   g.OC = loc_rows + conf_rows;
   const int64_t K = g.patch(), pixels = int64_t(g.OH()) * g.OW();
-  std::vector<T> bias(weight(loc + ".bias").data.begin(), weight(loc + ".bias").data.end());
-  bias.insert(bias.end(), weight(conf + ".bias").data.begin(), weight(conf + ".bias").data.end());
+  const Storage<T>&loc_bias = weight(loc + ".bias").data, &conf_bias = weight(conf + ".bias").data;
+  std::vector<T> bias(loc_bias.begin(), loc_bias.end());
+  bias.insert(bias.end(), conf_bias.begin(), conf_bias.end());
   GuardedScratch<T>* packed = &packed_weight_;
   bool kept = false;
   if (inference_) {
