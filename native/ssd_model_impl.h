@@ -178,7 +178,8 @@ std::pair<Tensor<T>, Tensor<T>> Model<T>::run_head_pair(int k) {
   ConvGeometry g = conv_geometry(loc, shapes_.at(heads_.sources[k]), 1, 1, 1);
   g.OC = loc_rows + conf_rows;
   const int64_t K = g.patch(), pixels = int64_t(g.OH()) * g.OW();
-  const Storage<T>&loc_bias = weight(loc + ".bias").data, &conf_bias = weight(conf + ".bias").data;
+  const Storage<T>& loc_bias = weight(loc + ".bias").data;
+  const Storage<T>& conf_bias = weight(conf + ".bias").data;
   std::vector<T> bias(loc_bias.begin(), loc_bias.end());
   bias.insert(bias.end(), conf_bias.begin(), conf_bias.end());
   GuardedScratch<T>* packed = &packed_weight_;

@@ -103,27 +103,35 @@ def test_gemm_paths_agree_bit_for_bit_on_every_edge(dtype):
 BACKWARD = {np.float32: ssd_native.conv2d_backward_float32, np.float64: ssd_native.conv2d_backward_float64}
 
 
+def _torch_backward(x: np.ndarray, w: np.ndarray, rng, stride: int = 1, pad: int = 0, dilation: int = 1) -> tuple:
+    """-> (dout, expected): a random output gradient and torch's gradients of the input, weights and a zero bias."""
+    x_t, w_t = torch.from_numpy(x).requires_grad_(True), torch.from_numpy(w).requires_grad_(True)
+    b_t = torch.zeros(w.shape[0], dtype=x_t.dtype, requires_grad=True)
+    out = torch.nn.functional.conv2d(x_t, w_t, b_t, stride=stride, padding=pad, dilation=dilation)
+    dout = rng.standard_normal(tuple(out.shape)).astype(x.dtype)
+    out.backward(torch.from_numpy(dout))
+    return dout, [t.grad.numpy() for t in (x_t, w_t, b_t)]
+
+
+def _assert_gradients_close(grads, expected, dtype):
+    # Each gradient element here sums at most a few thousand (weights) or a few hundred (inputs) products of unit
+    # normals: 1e-4 (float32) / 1e-12 (float64) of the largest magnitude covers any summation order.
+    tol = 1e-4 if dtype == np.float32 else 1e-12
+    for got, want in zip(grads, expected):
+        np.testing.assert_allclose(got, want, rtol=0, atol=tol * max(1.0, float(np.abs(want).max())))
+
+
 @settings(max_examples=60)
 @given(problem=conv_problems(), dtype=st.sampled_from([np.float32, np.float64]))
 def test_conv2d_backward_matches_torch(problem, dtype):
     p = problem
     rng = np.random.default_rng(p["seed"])
-    x = torch.from_numpy(rng.standard_normal((p["batch"], p["channels"], p["size"], p["size"])).astype(dtype))
-    w = torch.from_numpy(rng.standard_normal((p["out_channels"], p["channels"], p["kernel"], p["kernel"])).astype(dtype))
-    b = torch.zeros(p["out_channels"], dtype=x.dtype)
-    for t in (x, w, b):
-        t.requires_grad_(True)
-    out = torch.nn.functional.conv2d(x, w, b, stride=p["stride"], padding=p["pad"], dilation=p["dilation"])
-    dout = torch.from_numpy(rng.standard_normal(tuple(out.shape)).astype(dtype))
-    out.backward(dout)
-    grads = BACKWARD[dtype](dout.numpy(), x.detach().numpy(), w.detach().numpy(), stride=p["stride"], pad=p["pad"],
-                            dilation=p["dilation"])
-    # Each gradient element sums at most B*OH*OW <= 3*24*24 (weights) or OC*K*K <= 112 (inputs) products of unit
-    # normals: 1e-4 (float32) / 1e-12 (float64) of the largest magnitude covers any summation order.
-    tol = 1e-4 if dtype == np.float32 else 1e-12
-    for got, expected in zip(grads, (x.grad, w.grad, b.grad)):
-        expected = expected.numpy()
-        np.testing.assert_allclose(got, expected, rtol=0, atol=tol * max(1.0, float(np.abs(expected).max())))
+    x = rng.standard_normal((p["batch"], p["channels"], p["size"], p["size"])).astype(dtype)
+    w = rng.standard_normal((p["out_channels"], p["channels"], p["kernel"], p["kernel"])).astype(dtype)
+    geometry = dict(stride=p["stride"], pad=p["pad"], dilation=p["dilation"])
+    dout, expected = _torch_backward(x, w, rng, **geometry)
+    # At most B*OH*OW <= 3*24*24 (weights) or OC*K*K <= 112 (inputs) products per element.
+    _assert_gradients_close(BACKWARD[dtype](dout, x, w, **geometry), expected, dtype)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -136,23 +144,19 @@ def test_conv2d_backward_of_a_narrow_gemm_in_row_blocks(channels, out_channels, 
     """GEMMs of one column chunk run in row blocks (gemm.h): the first layer's weight gradient (27 columns, 64 rows),
     a strided input gradient of a small map (25 pixels, 288 rows). Against torch, and bit for bit on 1 and 2 threads."""
     rng = np.random.default_rng(7)
-    x = torch.from_numpy(rng.standard_normal((2, channels, size, size)).astype(dtype)).requires_grad_(True)
-    w = torch.from_numpy(rng.standard_normal((out_channels, channels, 3, 3)).astype(dtype)).requires_grad_(True)
-    out = torch.nn.functional.conv2d(x, w, stride=stride, padding=1)
-    dout = torch.from_numpy(rng.standard_normal(tuple(out.shape)).astype(dtype))
-    out.backward(dout)
+    x = rng.standard_normal((2, channels, size, size)).astype(dtype)
+    w = rng.standard_normal((out_channels, channels, 3, 3)).astype(dtype)
+    dout, expected = _torch_backward(x, w, rng, stride=stride, pad=1)
     before = ssd_native.get_num_threads()
     runs = []
     try:
         for threads in (1, 2):
             ssd_native.set_num_threads(threads)
-            runs.append(BACKWARD[dtype](dout.numpy(), x.detach().numpy(), w.detach().numpy(), stride=stride, pad=1))
+            runs.append(BACKWARD[dtype](dout, x, w, stride=stride, pad=1))
     finally:
         ssd_native.set_num_threads(before)
-    # Each element sums at most 2*30*30 (weights) or 64*9 (inputs) products of unit normals.
-    tol = 1e-4 if dtype == np.float32 else 1e-12
-    for got, expected in zip(runs[1][:2], (x.grad.numpy(), w.grad.numpy())):
-        np.testing.assert_allclose(got, expected, rtol=0, atol=tol * max(1.0, float(np.abs(expected).max())))
+    # At most 2*30*30 (weights) or 64*9 (inputs) products per element.
+    _assert_gradients_close(runs[1][:2], expected[:2], dtype)
     for one_thread, two_threads in zip(*runs):
         assert np.array_equal(one_thread, two_threads)
 
