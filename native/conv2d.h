@@ -1,7 +1,8 @@
 // 2-D convolution as im2col + GEMM, never over a whole image at once, so scratch memory stays bounded at the 300x300
 // layers. Forward: the packed column-consistent GEMM (identical patches give identical outputs), fed im2col rows
 // packed per chunk of output pixels and K block (or, for up to kDirectMaxRows output channels, read in place where a
-// panel of pixels lies inside the image). Backward: for stride 1 the input gradient is the transposed
+// panel of pixels lies inside the image); 3x3, stride-1, pad-1 convolutions of 8 to 128 input channels run as direct
+// convolutions instead (conv3x3.h). Backward: for stride 1 the input gradient is the transposed
 // convolution on the same packed GEMM; the weight gradient (and a strided input gradient) run on OpenBLAS, one
 // tile of output pixels at a time.
 #pragma once
@@ -11,22 +12,13 @@
 #include <stdexcept>
 #include <vector>
 
+#include "conv3x3.h"
+#include "conv_geometry.h"
 #include "gemm.h"
 #include "gemm_packed.h"
 #include "scratch.h"
 
 namespace ssd {
-
-struct ConvGeometry {
-  int C, H, W;        // input channels and size
-  int OC, KH, KW;     // output channels, kernel size
-  int stride, pad, dilation;
-  int OH() const { return (H + 2 * pad - dilation * (KH - 1) - 1) / stride + 1; }
-  int OW() const { return (W + 2 * pad - dilation * (KW - 1) - 1) / stride + 1; }
-  int patch() const { return C * KH * KW; }
-  // A 1x1, stride 1, unpadded conv reads its input as the column matrix directly.
-  bool is_pointwise() const { return KH == 1 && KW == 1 && stride == 1 && pad == 0; }
-};
 
 // Output pixels per tile of the backward's column buffer: at most kColumnBudget elements, in tiles of equal size (a
 // 38x38 map with 4608-element patches went as 455+455+455+79 pixels; the short tile's GEMM ran far below the others'
@@ -223,14 +215,6 @@ inline int forward_chunks(int panels, int batch, int threads) {
   return chunks;
 }
 
-// What conv2d_forward does with each output element once its sum over the window is complete.
-template <typename T>
-struct ConvEpilogue {
-  const T* bias = nullptr;  // (OC): out = sum + bias
-  bool relu = false;        // then out = out > 0 ? out : 0
-  bool accumulate = false;  // out += sum instead (an input gradient, which several consumers add into)
-};
-
 // inp (B,C,H,W), weight (OC,C,KH,KW) -> out (B,OC,OH,OW), finished as `epilogue` says. The weights are packed into
 // packed_weight once per call, unless `weight_packed`: it already holds these weights packed by an earlier call (a
 // caller whose weights have not changed since). A work item is one image's chunk of output pixels (and, when there are fewer items than threads, a
@@ -241,6 +225,7 @@ struct ConvEpilogue {
 template <typename T>
 void conv2d_forward(T* out, const T* inp, int batch, const T* weight, const ConvGeometry& g,
                     GuardedScratch<T>& packed_weight, const ConvEpilogue<T>& epilogue, bool weight_packed = false) {
+  if (conv3x3_applies<T>(g)) return conv3x3_forward(out, inp, batch, weight, g, epilogue);
   constexpr int NR = kCols<T>;
   const int pixels = g.OH() * g.OW(), K = g.patch(), M = g.OC;
   const int64_t in_size = int64_t(g.C) * g.H * g.W, out_size = int64_t(M) * pixels;

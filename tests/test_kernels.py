@@ -1,5 +1,7 @@
 """The fast conv (tiled im2col + packed GEMM or OpenBLAS) against its plain direct-loop version and against torch."""
 
+from contextlib import contextmanager
+
 import numpy as np
 import pytest
 import torch
@@ -159,6 +161,71 @@ def test_conv2d_backward_of_a_narrow_gemm_in_row_blocks(channels, out_channels, 
     _assert_gradients_close(runs[1][:2], expected[:2], dtype)
     for one_thread, two_threads in zip(*runs):
         assert np.array_equal(one_thread, two_threads)
+
+
+@contextmanager
+def conv3x3_kernel(on: bool):
+    before = ssd_native.conv3x3_kernel()
+    ssd_native.set_conv3x3_kernel(on)
+    try:
+        yield
+    finally:
+        ssd_native.set_conv3x3_kernel(before)
+
+
+@settings(max_examples=40)
+@given(channels=st.integers(8, 56), out_channels=st.integers(1, 40), batch=st.integers(1, 3),
+       height=st.integers(1, 12), width=st.integers(1, 110), seed=st.integers(0, 2**16),
+       dtype=st.sampled_from([np.float32, np.float64]))
+def test_conv3x3_kernel_matches_direct_loop_torch_and_the_gemm(channels, out_channels, batch, height, width, seed,
+                                                                dtype):
+    """The 3x3 kernel (stride 1, pad 1, 8-128 input channels; conv3x3.h) on rows narrower than its 6-pixel tile,
+    across 96-pixel segments and with tails, with a last, partial tile of output channels; its input gradient (the
+    transposed convolution, on the same kernel when the layer has 8 or more output channels). Against the plain
+    loop, torch and the im2col GEMM."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((batch, channels, height, width)).astype(dtype)
+    w = rng.standard_normal((out_channels, channels, 3, 3)).astype(dtype)
+    b = rng.standard_normal(out_channels).astype(dtype)
+    fast = CONV[dtype](x, w, b, pad=1)
+    with conv3x3_kernel(False):
+        gemm = CONV[dtype](x, w, b, pad=1)
+    direct = CONV[dtype](x, w, b, reference=True, pad=1)
+    expected = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(b), padding=1)
+    # Sums of at most 56*9 products of unit normals: a few hundred ulps of the largest partial sum.
+    tol = 1e-5 if dtype == np.float32 else 1e-13
+    scale = max(1.0, float(np.abs(direct).max()))
+    for other in (direct, expected.numpy(), gemm):
+        np.testing.assert_allclose(fast, other, rtol=0, atol=tol * scale)
+    dout, expected_grads = _torch_backward(x, w, rng, pad=1)
+    _assert_gradients_close(BACKWARD[dtype](dout, x, w, pad=1), expected_grads, dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("on", [True, False], ids=["3x3-kernel", "im2col-gemm"])
+def test_conv3x3_identical_patches_give_identical_outputs(on, dtype):
+    """An image repeating with a period of 8 pixels along rows and 5 along columns: pixels whose windows lie inside
+    it see identical patches, from different places in the 6-pixel tiles and 96-pixel segments (or GEMM panels),
+    and must come out bit-identical, on both kernels and at 1 and 2 threads: max-pool routes ties by them."""
+    rng = np.random.default_rng(3)
+    period = rng.standard_normal((2, 40, 5, 8)).astype(dtype)
+    x = np.ascontiguousarray(np.tile(period, (1, 1, 6, 25)))  # 30 x 200
+    w = rng.standard_normal((64, 40, 3, 3)).astype(dtype)
+    b = rng.standard_normal(64).astype(dtype)
+    before = ssd_native.get_num_threads()
+    outputs = []
+    try:
+        with conv3x3_kernel(on):
+            for threads in (1, 2):
+                ssd_native.set_num_threads(threads)
+                outputs.append(CONV[dtype](x, w, b, pad=1))
+    finally:
+        ssd_native.set_num_threads(before)
+    out = outputs[0]
+    assert np.array_equal(out, outputs[1])
+    inner = out[:, :, 1:-1, 1:-1]  # windows inside the image
+    assert np.array_equal(inner[:, :, :, 8:], inner[:, :, :, :-8])
+    assert np.array_equal(inner[:, :, 5:, :], inner[:, :, :-5, :])
 
 
 def test_conv2d_backward_names_a_misshaped_gradient():
