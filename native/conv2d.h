@@ -225,7 +225,7 @@ inline int forward_chunks(int panels, int batch, int threads) {
 template <typename T>
 void conv2d_forward(T* out, const T* inp, int batch, const T* weight, const ConvGeometry& g,
                     GuardedScratch<T>& packed_weight, const ConvEpilogue<T>& epilogue, bool weight_packed = false) {
-  if (conv3x3_applies<T>(g)) return conv3x3_forward(out, inp, batch, weight, g, epilogue);
+  if (conv3x3_applies(g)) return conv3x3_forward(out, inp, batch, weight, g, epilogue);
   constexpr int NR = kCols<T>;
   const int pixels = g.OH() * g.OW(), K = g.patch(), M = g.OC;
   const int64_t in_size = int64_t(g.C) * g.H * g.W, out_size = int64_t(M) * pixels;

@@ -42,8 +42,7 @@ inline std::atomic<bool>& conv3x3_kernel_on() {
 // Only the input channels decide, not the output channels: a source's loc and conf head convs, computed as one
 // convolution (ssd_model_impl.h), must take the same kernel as each of them on its own. Below 8 input channels
 // (the first layer's 3) the GEMM stays: there this kernel took 1.8x its time.
-template <typename T>
-bool conv3x3_applies(const ConvGeometry& g) {
+inline bool conv3x3_applies(const ConvGeometry& g) {
   return conv3x3_kernel_on().load(std::memory_order_relaxed) && g.KH == 3 && g.KW == 3 && g.stride == 1 &&
          g.pad == 1 && g.dilation == 1 && g.C >= kConv3x3ChannelBlock && g.C <= kConv3x3MaxChannels;
 }
@@ -178,13 +177,14 @@ void conv3x3_forward(T* out, const T* inp, int batch, const T* weight, const Con
         for (int o = 0; o < std::min(TC, g.OC - group * TC); ++o) {
           const int oc = group * TC + o;
           T* dst = out + n * out_size + oc * plane + int64_t(y) * W;
+          const T* sums = acc + o;  // pixel x's sum at sums[x * TC]
+          if (epilogue.accumulate) {
+            for (int x = 0; x < W; ++x) dst[x] += sums[x * TC];
+            continue;
+          }
+          const T bias = epilogue.bias ? epilogue.bias[oc] : T(0);
           for (int x = 0; x < W; ++x) {
-            const T sum = acc[x * TC + o];
-            if (epilogue.accumulate) {
-              dst[x] += sum;
-              continue;
-            }
-            const T value = epilogue.bias ? sum + epilogue.bias[oc] : sum;
+            const T value = epilogue.bias ? sums[x * TC] + bias : sums[x * TC];
             dst[x] = epilogue.relu ? (value > T(0) ? value : T(0)) : value;
           }
         }

@@ -136,6 +136,19 @@ def test_conv2d_backward_matches_torch(problem, dtype):
     _assert_gradients_close(BACKWARD[dtype](dout, x, w, **geometry), expected, dtype)
 
 
+def _on_one_and_two_threads(run) -> list:
+    """-> [run() on one native thread, run() on two]."""
+    before = ssd_native.get_num_threads()
+    results = []
+    try:
+        for threads in (1, 2):
+            ssd_native.set_num_threads(threads)
+            results.append(run())
+    finally:
+        ssd_native.set_num_threads(before)
+    return results
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize(
     "channels, out_channels, size, stride",
@@ -149,14 +162,7 @@ def test_conv2d_backward_of_a_narrow_gemm_in_row_blocks(channels, out_channels, 
     x = rng.standard_normal((2, channels, size, size)).astype(dtype)
     w = rng.standard_normal((out_channels, channels, 3, 3)).astype(dtype)
     dout, expected = _torch_backward(x, w, rng, stride=stride, pad=1)
-    before = ssd_native.get_num_threads()
-    runs = []
-    try:
-        for threads in (1, 2):
-            ssd_native.set_num_threads(threads)
-            runs.append(BACKWARD[dtype](dout, x, w, stride=stride, pad=1))
-    finally:
-        ssd_native.set_num_threads(before)
+    runs = _on_one_and_two_threads(lambda: BACKWARD[dtype](dout, x, w, stride=stride, pad=1))
     # At most 2*30*30 (weights) or 64*9 (inputs) products per element.
     _assert_gradients_close(runs[1][:2], expected[:2], dtype)
     for one_thread, two_threads in zip(*runs):
@@ -212,15 +218,8 @@ def test_conv3x3_identical_patches_give_identical_outputs(on, dtype):
     x = np.ascontiguousarray(np.tile(period, (1, 1, 6, 25)))  # 30 x 200
     w = rng.standard_normal((64, 40, 3, 3)).astype(dtype)
     b = rng.standard_normal(64).astype(dtype)
-    before = ssd_native.get_num_threads()
-    outputs = []
-    try:
-        with conv3x3_kernel(on):
-            for threads in (1, 2):
-                ssd_native.set_num_threads(threads)
-                outputs.append(CONV[dtype](x, w, b, pad=1))
-    finally:
-        ssd_native.set_num_threads(before)
+    with conv3x3_kernel(on):
+        outputs = _on_one_and_two_threads(lambda: CONV[dtype](x, w, b, pad=1))
     out = outputs[0]
     assert np.array_equal(out, outputs[1])
     inner = out[:, :, 1:-1, 1:-1]  # windows inside the image
