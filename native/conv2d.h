@@ -4,7 +4,8 @@
 // panel of pixels lies inside the image); 3x3, stride-1, pad-1 convolutions of 8 to 128 input channels run as direct
 // convolutions instead (conv3x3.h). Backward: for stride 1 the input gradient is the transposed
 // convolution on the same packed GEMM; the weight gradient (and a strided input gradient) run on OpenBLAS, one
-// tile of output pixels at a time.
+// tile of output pixels at a time, but for the 3x3 convolutions of the wide maps: a direct kernel
+// (conv3x3_weight_grad.h).
 #pragma once
 #include <algorithm>
 #include <atomic>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "conv3x3.h"
+#include "conv3x3_weight_grad.h"
 #include "conv_geometry.h"
 #include "gemm.h"
 #include "gemm_packed.h"
@@ -323,6 +325,10 @@ void conv2d_backward(T* grad_inp, T* grad_weight, T* grad_bias, const T* dout, c
     conv2d_forward(grad_inp, dout, batch, scratch.flipped_weight.data(), transposed, scratch.packed_weight,
                    ConvEpilogue<T>{nullptr, false, /*accumulate=*/true});
     scratch.flipped_weight.check("conv2d_backward (flipped weights)");
+  }
+  if (conv3x3_weight_grad_applies(g)) {  // such a layer's input gradient, if wanted, was the convolution above
+    conv3x3_weight_grad(grad_weight, dout, inp, batch, g);
+    return;
   }
   const bool input_grad_by_columns = grad_inp && !input_grad_by_convolution && !g.is_pointwise();
   const int tile = conv_tile_pixels(g);

@@ -227,6 +227,40 @@ def test_conv3x3_identical_patches_give_identical_outputs(on, dtype):
     assert np.array_equal(inner[:, :, 5:, :], inner[:, :, :-5, :])
 
 
+@settings(max_examples=30)
+@given(channel_pairs=st.integers(1, 8), out_channel_pairs=st.integers(1, 8), batch=st.integers(1, 3),
+       height=st.integers(1, 100), width=st.integers(128, 170), seed=st.integers(0, 2**16),
+       dtype=st.sampled_from([np.float32, np.float64]))
+def test_conv3x3_weight_gradient_matches_torch_and_the_gemm(channel_pairs, out_channel_pairs, batch, height, width,
+                                                             seed, dtype):
+    """The direct weight gradient of 3x3 convolutions (conv3x3_weight_grad.h: maps at least 128 wide, even channel
+    counts) over one to four blocks of rows, with every tail of a vector along the row. Against torch and the
+    im2col GEMM."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((batch, 2 * channel_pairs, height, width)).astype(dtype)
+    w = rng.standard_normal((2 * out_channel_pairs, 2 * channel_pairs, 3, 3)).astype(dtype)
+    dout, expected = _torch_backward(x, w, rng, pad=1)
+    grads = BACKWARD[dtype](dout, x, w, pad=1)
+    with conv3x3_kernel(False):
+        gemm = BACKWARD[dtype](dout, x, w, pad=1)
+    # At most 3*100*170 products per weight gradient element.
+    _assert_gradients_close(grads, expected, dtype)
+    _assert_gradients_close(grads, gemm, dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_conv3x3_weight_gradient_is_the_same_on_one_and_two_threads(dtype):
+    """Its work items (blocks of rows of one image: 12 here) each sum into their own slot, added in item order: the
+    same bits whatever thread ran which item and whichever finished first (three runs on two threads)."""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((3, 6, 100, 130)).astype(dtype)
+    w = rng.standard_normal((8, 6, 3, 3)).astype(dtype)
+    dout = rng.standard_normal((3, 8, 100, 130)).astype(dtype)
+    runs = _on_one_and_two_threads(lambda: [BACKWARD[dtype](dout, x, w, pad=1)[1] for _ in range(3)])
+    for two_threads in runs[1]:
+        assert np.array_equal(runs[0][0], two_threads)
+
+
 def test_conv2d_backward_names_a_misshaped_gradient():
     x, w = np.zeros((1, 2, 8, 8), np.float32), np.zeros((3, 2, 3, 3), np.float32)
     with pytest.raises(ValueError, match=r"dout of the output's shape \(1, 3, 6, 6\), got \(1, 3, 8, 8\)"):

@@ -1,0 +1,183 @@
+// The weight gradient of 3x3 convolutions with stride 1 and pad 1 on wide maps, as a direct kernel: grad_weight
+// [oc][c][kh][kw] += sum over images and pixels of dout[oc][y][x] * inp[c][y + kh - 1][x + kw - 1]. The im2col
+// GEMM (conv2d.h) copies every input value nine times into columns that OpenBLAS then packs again, and with 64 or
+// 128 output channels it packs the whole dout tile again for every 128 columns of the gradient. This kernel works
+// along rows: a register tile of 2 output channels x 2 input channels x 3 kw multiplies vectors of pixels of two
+// dout rows by the same pixels of two input rows, shifted by kw (twelve accumulators). Measured against the GEMM
+// (two threads, batch 1, alternating calls in one process), the whole backward of conv1_2 took 0.88x its time,
+// conv2_1 0.95x, conv2_2 0.94x; the weight gradient alone 0.80x, 0.84x, 0.96x.
+//
+// Summation, per gradient element: within a row, each vector lane sums its pixels in order from 0, and the lanes
+// are added by a fixed tree; the row sums are added row by row over a work item's block of rows; the blocks' sums
+// are added to grad_weight in (image, block) order. Which thread ran a block does not matter.
+#pragma once
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "conv3x3.h"
+#include "conv_geometry.h"
+#include "gemm_packed.h"
+#include "scratch.h"
+
+namespace ssd {
+
+// Maps at least this wide: at 75x75 (conv3_1, 10 vectors per tile row) the tiles' fixed costs made this kernel
+// 1.3x the GEMM's time; at 150 and 300 it took 0.80-0.96x (two threads, batch 1).
+constexpr int kWeightGradMinWidth = 128;
+// Output x input channels at most: a thread's sums and each work item's partial sums hold OC x C x 9 values.
+constexpr int64_t kWeightGradMaxChannelPairs = 128 * 128;
+
+// Even channel counts (the tile takes them in pairs); on unless a test switches the 3x3 kernels off
+// (conv3x3_kernel_on) to hold them to the GEMM.
+inline bool conv3x3_weight_grad_applies(const ConvGeometry& g) {
+  return conv3x3_kernel_on().load(std::memory_order_relaxed) && g.KH == 3 && g.KW == 3 && g.stride == 1 &&
+         g.pad == 1 && g.dilation == 1 && g.C % 2 == 0 && g.OC % 2 == 0 && g.W >= kWeightGradMinWidth &&
+         int64_t(g.C) * g.OC <= kWeightGradMaxChannelPairs;
+}
+
+// The lane sums of twelve vectors added to total[0..11]: each vector's lanes summed by a fixed tree (pairs, then
+// pairs of pairs, then the two halves). Summed here, a tile's totals are 12 values, not 12 vectors: kept as vectors
+// (4.7 MB per thread at 128 channels and 150x150, added to on every row) they took two threads 1.19x the time.
+inline void add_lane_sums(float* total, const __m256 (&v)[12]) {
+  for (int i = 0; i < 12; i += 4) {
+    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(v[i], v[i + 1]), _mm256_hadd_ps(v[i + 2], v[i + 3]));
+    const __m128 sums = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    _mm_storeu_ps(total + i, _mm_add_ps(_mm_loadu_ps(total + i), sums));
+  }
+}
+
+inline void add_lane_sums(double* total, const __m256d (&v)[12]) {
+  for (int i = 0; i < 12; i += 2) {
+    const __m256d h = _mm256_hadd_pd(v[i], v[i + 1]);
+    const __m128d sums = _mm_add_pd(_mm256_castpd256_pd128(h), _mm256_extractf128_pd(h, 1));
+    _mm_storeu_pd(total + i, _mm_add_pd(_mm_loadu_pd(total + i), sums));
+  }
+}
+
+// One tile over one row: total[v] (v = (o, c, kw), o and c in {0, 1}) += sum over x of d_o[x] * in_c[x + kw], x over
+// `width` pixels (a multiple of the vector width; the rows are zero past their ends). Twelve accumulators, each lane
+// the sum over the pixels of the row in its lane, in pixel order from 0.
+template <typename T>
+inline void weight_grad_tile(T* total, const T* d0, const T* d1, const T* in0, const T* in1, int width) {
+  using S = Simd<T>;
+  using V = typename S::V;
+  constexpr int L = S::kLanes;
+  V a00 = S::zero(), a01 = S::zero(), a02 = S::zero(), a10 = S::zero(), a11 = S::zero(), a12 = S::zero();
+  V b00 = S::zero(), b01 = S::zero(), b02 = S::zero(), b10 = S::zero(), b11 = S::zero(), b12 = S::zero();
+  // Each input vector is loaded once into a register: left to itself, GCC folded it into both FMAs as a memory
+  // operand, two loads (often across a cache line) where one does.
+  auto load = [](const T* p) {
+    V v = S::load(p);
+    asm("" : "+x"(v));
+    return v;
+  };
+  for (int x = 0; x < width; x += L) {  // a: output channel 0, b: output channel 1; then input channel, kw
+    const V g0 = load(d0 + x), g1 = load(d1 + x);
+    V v = load(in0 + x);
+    a00 = S::fma(g0, v, a00), b00 = S::fma(g1, v, b00);
+    v = load(in0 + x + 1);
+    a01 = S::fma(g0, v, a01), b01 = S::fma(g1, v, b01);
+    v = load(in0 + x + 2);
+    a02 = S::fma(g0, v, a02), b02 = S::fma(g1, v, b02);
+    v = load(in1 + x);
+    a10 = S::fma(g0, v, a10), b10 = S::fma(g1, v, b10);
+    v = load(in1 + x + 1);
+    a11 = S::fma(g0, v, a11), b11 = S::fma(g1, v, b11);
+    v = load(in1 + x + 2);
+    a12 = S::fma(g0, v, a12), b12 = S::fma(g1, v, b12);
+  }
+  add_lane_sums(total, {a00, a01, a02, a10, a11, a12, b00, b01, b02, b10, b11, b12});
+}
+
+// Row blocks per image, one work item each: blocks of about kWeightGradBlockRows rows, an even number of them where
+// there is more than one (two threads at batch 1), fixed by the map's height alone.
+constexpr int kWeightGradBlockRows = 32;
+inline int weight_grad_row_blocks(int H) {
+  const int blocks = std::max(1, H / kWeightGradBlockRows);
+  return blocks > 1 && blocks % 2 ? blocks + 1 : blocks;
+}
+
+// dout (B,OC,H,W), inp (B,C,H,W) -> grad_weight (OC,C,3,3) += (where conv3x3_weight_grad_applies). A work item is
+// one block of rows of one image, for every output and input channel, so each row of dout and of the input is read
+// from memory once (items of output x input channel blocks over whole images, a first version, read them again
+// for every block: 1.2-1.4x the time at 64 channels and 300x300). Its thread keeps the three input rows an output
+// row needs, every channel, zero-padded (one column left, the rest right), loading one new row per output row, and
+// copies the row's dout rows into a buffer padded with zeros to whole vectors (C x 3 and OC rows: 320 KB at 64
+// channels and 300x300, in L2). The tiles' sums are kept in the order the tiles run, 12 each; the item's go to its
+// own slot of `partials`, added to grad_weight in item order at the end.
+template <typename T>
+void conv3x3_weight_grad(T* grad_weight, const T* dout, const T* inp, int batch, const ConvGeometry& g) {
+  using S = Simd<T>;
+  constexpr int L = S::kLanes;
+  const int C = g.C, OC = g.OC, H = g.H, W = g.W, width = int(round_up(W, L)), padded = int(round_up(width + 2, L));
+  const int64_t plane = int64_t(H) * W, in_size = int64_t(C) * plane, out_size = int64_t(OC) * plane;
+  const int64_t elements = int64_t(OC) * C * 9, slot = int64_t(C) * padded;
+  const int blocks = weight_grad_row_blocks(H), items = batch * blocks, threads = omp_get_max_threads();
+  std::vector<GuardedScratch<T>> input_rows(threads), dout_rows(threads), totals(threads);
+  for (int t = 0; t < threads; ++t) {
+    std::fill_n(input_rows[t].resize(3 * slot), 3 * slot, T(0));
+    std::fill_n(dout_rows[t].resize(int64_t(OC) * width), int64_t(OC) * width, T(0));
+    totals[t].resize(elements);
+  }
+  GuardedScratch<T> partials;
+  partials.resize(items * elements);
+#pragma omp parallel for schedule(dynamic)
+  for (int item = 0; item < items; ++item) {
+    const int n = item / blocks, block = item % blocks;
+    const int y0 = int(int64_t(block) * H / blocks), y1 = int(int64_t(block + 1) * H / blocks);
+    const int t = omp_get_thread_num();
+    T *rows = input_rows[t].data(), *grad_rows = dout_rows[t].data(), *sums = totals[t].data();
+    std::fill_n(sums, elements, T(0));
+    const T* image = inp + n * in_size;
+    const T* image_dout = dout + n * out_size;
+    // Input row iy of channel c at rows + ((iy + 3) % 3) * slot + c * padded + 1 + x (row -1 in slot 2).
+    auto row_of = [&](int iy) { return rows + int64_t((iy + 3) % 3) * slot; };
+    auto load_row = [&](int iy) {
+      for (int c = 0; c < C; ++c) {
+        T* row = row_of(iy) + int64_t(c) * padded + 1;
+        if (iy < 0 || iy >= H) std::fill_n(row, W, T(0));
+        else std::copy_n(image + (int64_t(c) * H + iy) * W, W, row);
+      }
+    };
+    for (int iy = y0 - 1; iy <= y0; ++iy) load_row(iy);
+    for (int y = y0; y < y1; ++y) {
+      load_row(y + 1);
+      for (int o = 0; o < OC; ++o)
+        std::copy_n(image_dout + (int64_t(o) * H + y) * W, W, grad_rows + int64_t(o) * width);
+      T* total = sums;  // the tiles' totals, 12 each, in the order the tiles run
+      for (int c = 0; c < C; c += 2)
+        for (int kh = 0; kh < 3; ++kh) {
+          const T* in0 = row_of(y + kh - 1) + int64_t(c) * padded;
+          for (int o = 0; o < OC; o += 2, total += 12) {
+            const T* d0 = grad_rows + int64_t(o) * width;
+            weight_grad_tile(total, d0, d0 + width, in0, in0 + padded, width);
+          }
+        }
+    }
+    // The tiles' totals -> partials[item] (OC,C,3,3)
+    T* partial = partials.data() + item * elements;
+    const T* total = sums;
+    for (int c = 0; c < C; c += 2)
+      for (int kh = 0; kh < 3; ++kh)
+        for (int o = 0; o < OC; o += 2)
+          for (int v = 0; v < 12; ++v)  // v = (output, input channel of the pair, kw)
+            partial[((int64_t(o + v / 6) * C + c + v / 3 % 2) * 3 + kh) * 3 + v % 3] = *total++;
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t e = 0; e < elements; ++e) {
+    T sum = grad_weight[e];
+    for (int item = 0; item < items; ++item) sum += partials.data()[item * elements + e];
+    grad_weight[e] = sum;
+  }
+  partials.check("conv3x3_weight_grad (item sums)");
+  for (int t = 0; t < threads; ++t) {
+    input_rows[t].check("conv3x3_weight_grad (input rows)");
+    dout_rows[t].check("conv3x3_weight_grad (dout rows)");
+    totals[t].check("conv3x3_weight_grad (tile sums)");
+  }
+}
+
+}  // namespace ssd
