@@ -30,11 +30,10 @@ constexpr int kWeightGradMinWidth = 128;
 // Output x input channels at most: a thread's sums and each work item's partial sums hold OC x C x 9 values.
 constexpr int64_t kWeightGradMaxChannelPairs = 128 * 128;
 
-// Even channel counts (the tile takes them in pairs); on unless a test switches the 3x3 kernels off
-// (conv3x3_kernel_on) to hold them to the GEMM.
+// On unless a test switches the 3x3 kernels off (conv3x3_kernel_on) to hold them to the GEMM.
 inline bool conv3x3_weight_grad_applies(const ConvGeometry& g) {
   return conv3x3_kernel_on().load(std::memory_order_relaxed) && g.KH == 3 && g.KW == 3 && g.stride == 1 &&
-         g.pad == 1 && g.dilation == 1 && g.C % 2 == 0 && g.OC % 2 == 0 && g.W >= kWeightGradMinWidth &&
+         g.pad == 1 && g.dilation == 1 && g.W >= kWeightGradMinWidth &&
          int64_t(g.C) * g.OC <= kWeightGradMaxChannelPairs;
 }
 
@@ -106,21 +105,23 @@ inline int weight_grad_row_blocks(int H) {
 // for every block: 1.2-1.4x the time at 64 channels and 300x300). Its thread keeps the three input rows an output
 // row needs, every channel, zero-padded (one column left, the rest right), loading one new row per output row, and
 // copies the row's dout rows into a buffer padded with zeros to whole vectors (C x 3 and OC rows: 320 KB at 64
-// channels and 300x300, in L2). The tiles' sums are kept in the order the tiles run, 12 each; the item's go to its
-// own slot of `partials`, added to grad_weight in item order at the end.
+// channels and 300x300, in L2). The tiles take channels in pairs: an odd count gets one more, all zeros (the first
+// layer's 3 input channels: 0.5x the GEMM's time even so). The tiles' sums are kept in the order the tiles run, 12
+// each; the item's go to its own slot of `partials`, added to grad_weight in item order at the end.
 template <typename T>
 void conv3x3_weight_grad(T* grad_weight, const T* dout, const T* inp, int batch, const ConvGeometry& g) {
   using S = Simd<T>;
   constexpr int L = S::kLanes;
   const int C = g.C, OC = g.OC, H = g.H, W = g.W, width = int(round_up(W, L)), padded = int(round_up(width + 2, L));
+  const int C2 = int(round_up(C, 2)), OC2 = int(round_up(OC, 2));  // with the all-zero channel of an odd count
   const int64_t plane = int64_t(H) * W, in_size = int64_t(C) * plane, out_size = int64_t(OC) * plane;
-  const int64_t elements = int64_t(OC) * C * 9, slot = int64_t(C) * padded;
+  const int64_t elements = int64_t(OC) * C * 9, tile_sums = int64_t(OC2) * C2 * 9, slot = int64_t(C2) * padded;
   const int blocks = weight_grad_row_blocks(H), items = batch * blocks, threads = omp_get_max_threads();
   std::vector<GuardedScratch<T>> input_rows(threads), dout_rows(threads), totals(threads);
   for (int t = 0; t < threads; ++t) {
     std::fill_n(input_rows[t].resize(3 * slot), 3 * slot, T(0));
-    std::fill_n(dout_rows[t].resize(int64_t(OC) * width), int64_t(OC) * width, T(0));
-    totals[t].resize(elements);
+    std::fill_n(dout_rows[t].resize(int64_t(OC2) * width), int64_t(OC2) * width, T(0));
+    totals[t].resize(tile_sums);
   }
   GuardedScratch<T> partials;
   partials.resize(items * elements);
@@ -130,7 +131,7 @@ void conv3x3_weight_grad(T* grad_weight, const T* dout, const T* inp, int batch,
     const int y0 = int(int64_t(block) * H / blocks), y1 = int(int64_t(block + 1) * H / blocks);
     const int t = omp_get_thread_num();
     T *rows = input_rows[t].data(), *grad_rows = dout_rows[t].data(), *sums = totals[t].data();
-    std::fill_n(sums, elements, T(0));
+    std::fill_n(sums, tile_sums, T(0));
     const T* image = inp + n * in_size;
     const T* image_dout = dout + n * out_size;
     // Input row iy of channel c at rows + ((iy + 3) % 3) * slot + c * padded + 1 + x (row -1 in slot 2).
@@ -148,10 +149,10 @@ void conv3x3_weight_grad(T* grad_weight, const T* dout, const T* inp, int batch,
       for (int o = 0; o < OC; ++o)
         std::copy_n(image_dout + (int64_t(o) * H + y) * W, W, grad_rows + int64_t(o) * width);
       T* total = sums;  // the tiles' totals, 12 each, in the order the tiles run
-      for (int c = 0; c < C; c += 2)
+      for (int c = 0; c < C2; c += 2)
         for (int kh = 0; kh < 3; ++kh) {
           const T* in0 = row_of(y + kh - 1) + int64_t(c) * padded;
-          for (int o = 0; o < OC; o += 2, total += 12) {
+          for (int o = 0; o < OC2; o += 2, total += 12) {
             const T* d0 = grad_rows + int64_t(o) * width;
             weight_grad_tile(total, d0, d0 + width, in0, in0 + padded, width);
           }
@@ -160,11 +161,13 @@ void conv3x3_weight_grad(T* grad_weight, const T* dout, const T* inp, int batch,
     // The tiles' totals -> partials[item] (OC,C,3,3)
     T* partial = partials.data() + item * elements;
     const T* total = sums;
-    for (int c = 0; c < C; c += 2)
+    for (int c = 0; c < C2; c += 2)
       for (int kh = 0; kh < 3; ++kh)
-        for (int o = 0; o < OC; o += 2)
-          for (int v = 0; v < 12; ++v)  // v = (output, input channel of the pair, kw)
-            partial[((int64_t(o + v / 6) * C + c + v / 3 % 2) * 3 + kh) * 3 + v % 3] = *total++;
+        for (int o = 0; o < OC2; o += 2)
+          for (int v = 0; v < 12; ++v, ++total) {  // v = (output, input channel of the pair, kw)
+            const int oc = o + v / 6, ic = c + v / 3 % 2;
+            if (oc < OC && ic < C) partial[((int64_t(oc) * C + ic) * 3 + kh) * 3 + v % 3] = *total;
+          }
   }
 #pragma omp parallel for schedule(static)
   for (int64_t e = 0; e < elements; ++e) {
