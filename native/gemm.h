@@ -31,9 +31,10 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, T alpha, const T* A, 
   // to keep both cores busy (512 left one idle there).
   constexpr int kChunkColumns = 128;
   const int chunks = (N + kChunkColumns - 1) / kChunkColumns;
-  // A GEMM of one column chunk (the first layer's weight gradient, 27 columns; the small maps' strided input
-  // gradients) is cut into up to 4 blocks of rows of at least 16, else one thread did all of it: the first layer's
-  // backward took 0.77-0.83 of its time with the rows split (batch 1, alternating calls in one process).
+  // A GEMM of one column chunk (a 3-channel 3x3 layer's weight gradient, 27 columns, on maps under 128 wide; the
+  // small maps' strided input gradients) is cut into up to 4 blocks of rows of at least 16, else one thread did all
+  // of it: SSD300's first layer's backward, before it moved to conv3x3_weight_grad.h, took 0.77-0.83 of its time with
+  // the rows split (batch 1, alternating calls in one process).
   const int row_blocks = chunks == 1 ? std::clamp(M / 16, 1, 4) : 1, block_rows = (M + row_blocks - 1) / row_blocks;
 #pragma omp parallel for schedule(dynamic)
   for (int item = 0; item < chunks * row_blocks; ++item) {
