@@ -179,10 +179,15 @@ def conv3x3_kernel(on: bool):
         ssd_native.set_conv3x3_kernel(before)
 
 
+def conv3x3_problems(channels: tuple, out_channels: tuple, height: tuple, width: tuple) -> dict:
+    """Strategies for a 3x3, stride-1, pad-1 convolution's test arguments, counts and sizes in the given ranges."""
+    return dict(channels=st.integers(*channels), out_channels=st.integers(*out_channels), batch=st.integers(1, 3),
+                height=st.integers(*height), width=st.integers(*width), seed=st.integers(0, 2**16),
+                dtype=st.sampled_from([np.float32, np.float64]))
+
+
 @settings(max_examples=40)
-@given(channels=st.integers(8, 56), out_channels=st.integers(1, 40), batch=st.integers(1, 3),
-       height=st.integers(1, 12), width=st.integers(1, 110), seed=st.integers(0, 2**16),
-       dtype=st.sampled_from([np.float32, np.float64]))
+@given(**conv3x3_problems(channels=(8, 56), out_channels=(1, 40), height=(1, 12), width=(1, 110)))
 def test_conv3x3_kernel_matches_direct_loop_torch_and_the_gemm(channels, out_channels, batch, height, width, seed,
                                                                 dtype):
     """The 3x3 kernel (stride 1, pad 1, 8-128 input channels; conv3x3.h) on rows narrower than its 6-pixel tile,
@@ -228,9 +233,7 @@ def test_conv3x3_identical_patches_give_identical_outputs(on, dtype):
 
 
 @settings(max_examples=30)
-@given(channels=st.integers(1, 16), out_channels=st.integers(1, 16), batch=st.integers(1, 3),
-       height=st.integers(1, 100), width=st.integers(128, 170), seed=st.integers(0, 2**16),
-       dtype=st.sampled_from([np.float32, np.float64]))
+@given(**conv3x3_problems(channels=(1, 16), out_channels=(1, 16), height=(1, 100), width=(128, 170)))
 def test_conv3x3_weight_gradient_matches_torch_and_the_gemm(channels, out_channels, batch, height, width, seed,
                                                              dtype):
     """The direct weight gradient of 3x3 convolutions (conv3x3_weight_grad.h: maps at least 128 wide) over one to
