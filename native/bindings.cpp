@@ -461,9 +461,10 @@ PYBIND11_MODULE(ssd_native, m) {
   m.def("set_direct_columns", [](bool on) { direct_columns_on() = on; }, py::arg("on"),
         "Read interior column panels in place (True, the default) or pack every panel; results are bit-identical.");
   m.def("conv3x3_kernel", [] { return conv3x3_kernel_on().load(); },
-        "Whether 3x3 stride-1, pad-1 convolutions of 8 to 128 input channels run as direct convolutions (conv3x3.h).");
+        "Whether 3x3 stride-1, pad-1 convolutions run on the direct kernels: the forward at 8 to 128 input channels "
+        "(conv3x3.h), the weight gradient on maps at least 128 wide (conv3x3_weight_grad.h).");
   m.def("set_conv3x3_kernel", [](bool on) { conv3x3_kernel_on() = on; }, py::arg("on"),
-        "Run those convolutions on the 3x3 kernel (True, the default) or on the im2col GEMM, which rounds "
+        "Run those convolutions on the 3x3 kernels (True, the default) or on the im2col GEMM, which rounds "
         "differently (within the same tolerances).");
   m.def("fault_names", [] { return std::vector<std::string>(kFaultNames.begin(), kFaultNames.end()); },
         "Every fault switch (a known porting bug the native model can reproduce), in catalogue order.");

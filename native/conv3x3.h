@@ -107,21 +107,18 @@ void pack_conv3x3_weights(T* packed, const T* weight, const ConvGeometry& g) {
       packed[(int64_t(oc / TC) * K + k) * TC + oc % TC] = oc < g.OC ? weight[int64_t(oc) * K + k] : T(0);
 }
 
-// One input row of every channel (C, W+2), zero-padded left and right, into its slot of a band of three: row y
-// goes to slot (y + 3) % 3 (row -1 to slot 2). Rows outside the image are zeros.
+// Input row y of every channel into its slot of a band of three (slot (y + 3) % 3, row -1 in slot 2; slots
+// slot_size apart): channel c's row at slot + c * stride holds a zero, the row's W values, then zeros up to stride
+// (at least W + 2). Rows outside the image are zeros.
 template <typename T>
-void load_band_row(T* band, const T* image, const ConvGeometry& g, int y) {
-  const int PW = g.W + 2;
-  T* slot = band + int64_t((y + 3) % 3) * g.C * PW;
-  if (y < 0 || y >= g.H) {
-    std::fill(slot, slot + int64_t(g.C) * PW, T(0));
-    return;
-  }
+void load_band_row(T* band, int64_t slot_size, int stride, const T* image, const ConvGeometry& g, int y) {
+  T* slot = band + int64_t((y + 3) % 3) * slot_size;
   for (int c = 0; c < g.C; ++c) {
-    T* row = slot + int64_t(c) * PW;
-    const T* src = image + (int64_t(c) * g.H + y) * g.W;
-    row[0] = row[PW - 1] = T(0);
-    std::copy(src, src + g.W, row + 1);
+    T* row = slot + int64_t(c) * stride;
+    row[0] = T(0);
+    if (y < 0 || y >= g.H) std::fill(row + 1, row + 1 + g.W, T(0));
+    else std::copy_n(image + (int64_t(c) * g.H + y) * g.W, g.W, row + 1);
+    std::fill(row + 1 + g.W, row + stride, T(0));
   }
 }
 
@@ -160,9 +157,9 @@ void conv3x3_forward(T* out, const T* inp, int batch, const T* weight, const Con
       const int n = int(item / H), y = int(item % H);
       const T* image = inp + n * in_size;
       if (previous >= 0 && item == previous + 1 && y > 0) {
-        load_band_row(band, image, g, y + 1);
+        load_band_row(band, slot_size, PW, image, g, y + 1);
       } else {
-        for (int row = y - 1; row <= y + 1; ++row) load_band_row(band, image, g, row);
+        for (int row = y - 1; row <= y + 1; ++row) load_band_row(band, slot_size, PW, image, g, row);
       }
       previous = item;
       const int64_t* row_offsets = offsets.data() + (y % 3) * K;
@@ -192,7 +189,10 @@ void conv3x3_forward(T* out, const T* inp, int batch, const T* weight, const Con
     }
   }
   packed.check("conv3x3_forward (packed weights)");
-  for (int t = 0; t < threads; ++t) bands[t].check("conv3x3_forward (input band)"), rows[t].check("conv3x3_forward (row sums)");
+  for (int t = 0; t < threads; ++t) {
+    bands[t].check("conv3x3_forward (input band)");
+    rows[t].check("conv3x3_forward (row sums)");
+  }
 }
 
 }  // namespace ssd

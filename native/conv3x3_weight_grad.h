@@ -119,7 +119,7 @@ void conv3x3_weight_grad(T* grad_weight, const T* dout, const T* inp, int batch,
   const int blocks = weight_grad_row_blocks(H), items = batch * blocks, threads = omp_get_max_threads();
   std::vector<GuardedScratch<T>> input_rows(threads), dout_rows(threads), totals(threads);
   for (int t = 0; t < threads; ++t) {
-    std::fill_n(input_rows[t].resize(3 * slot), 3 * slot, T(0));
+    std::fill_n(input_rows[t].resize(3 * slot), 3 * slot, T(0));  // an odd count's extra channel stays zero
     std::fill_n(dout_rows[t].resize(int64_t(OC2) * width), int64_t(OC2) * width, T(0));
     totals[t].resize(tile_sums);
   }
@@ -134,18 +134,11 @@ void conv3x3_weight_grad(T* grad_weight, const T* dout, const T* inp, int batch,
     std::fill_n(sums, tile_sums, T(0));
     const T* image = inp + n * in_size;
     const T* image_dout = dout + n * out_size;
-    // Input row iy of channel c at rows + ((iy + 3) % 3) * slot + c * padded + 1 + x (row -1 in slot 2).
+    // Input row iy of channel c at rows + ((iy + 3) % 3) * slot + c * padded + 1 + x (load_band_row).
     auto row_of = [&](int iy) { return rows + int64_t((iy + 3) % 3) * slot; };
-    auto load_row = [&](int iy) {
-      for (int c = 0; c < C; ++c) {
-        T* row = row_of(iy) + int64_t(c) * padded + 1;
-        if (iy < 0 || iy >= H) std::fill_n(row, W, T(0));
-        else std::copy_n(image + (int64_t(c) * H + iy) * W, W, row);
-      }
-    };
-    for (int iy = y0 - 1; iy <= y0; ++iy) load_row(iy);
+    for (int iy = y0 - 1; iy <= y0; ++iy) load_band_row(rows, slot, padded, image, g, iy);
     for (int y = y0; y < y1; ++y) {
-      load_row(y + 1);
+      load_band_row(rows, slot, padded, image, g, y + 1);
       for (int o = 0; o < OC; ++o)
         std::copy_n(image_dout + (int64_t(o) * H + y) * W, W, grad_rows + int64_t(o) * width);
       T* total = sums;  // the tiles' totals, 12 each, in the order the tiles run
