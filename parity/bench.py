@@ -263,11 +263,11 @@ def harness_overhead(rounds: int) -> dict:
 
 def _parity_models() -> None:
     """The parity run's models (reference and native, float32 and float64), built once and kept (parity/sides.py)."""
-    from .sides import native_model_for, reference_model_for
+    from .sides import native_model_for
 
     scenario = Sides.scenario(4)
     for dtype in (np.float32, np.float64):
-        reference_model_for(scenario, dtype), native_model_for(scenario, dtype)
+        native_model_for(scenario, dtype)  # with its reference model (sides._models)
 
 
 def _parity_run() -> None:
