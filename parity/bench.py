@@ -377,12 +377,12 @@ def print_result(result: dict, console, output: Path) -> int:
     console.print(scaling)
 
     memory = result["memory_B4"]
-    summary = Table(title="targets (ratios from this run; per round: median [min-max] of the rounds' ratios)")
+    summary = Table(title="targets (ratios from this run; per round: median (min-max) of the rounds' own ratios)")
     for column in ("measure", "ratio", "per round", "target", "met"):
         summary.add_column(column, justify="left" if column == "measure" else "right")
     for t in result["targets"]:
         rounds = t["round_ratios"]
-        spread = f"{rounds['median']:.2f} [{rounds['min']:.2f}-{rounds['max']:.2f}]" if rounds else ""
+        spread = f"{rounds['median']:.2f} ({rounds['min']:.2f}-{rounds['max']:.2f})" if rounds else ""
         summary.add_row(t["measure"], f"{t['ratio']:.2f}", spread, f"<= {t['target']}",
                         "yes" if t["met"] else "[red]no[/red]")
     console.print(summary)
