@@ -1,0 +1,54 @@
+"""What `make bench` reports (parity/bench.py), on made-up timings: the verdicts are ratios of minima, and beside the
+step's and the forward's verdict the spread of the rounds' own ratios, pairing each round's native call with the
+PyTorch call of the same round."""
+
+import io
+
+from rich.console import Console
+
+from parity.bench import Timing, print_result, round_ratios, targets, timed_pair_result
+
+
+def pair(native: list, torch_side: list) -> dict:
+    return {"native": Timing(native, first_s=native[0]), "torch": Timing(torch_side, first_s=torch_side[0])}
+
+
+def test_round_ratios_pair_each_round_and_the_verdict_stays_the_ratio_of_minima():
+    # Round by round: 1.0/2.0, 3.0/2.0, 2.0/4.0. Minima: 1.0 / 2.0. Paired across rounds, or sorted before pairing,
+    # the spread would differ.
+    timed = pair([1.0, 3.0, 2.0], [2.0, 2.0, 4.0])
+    assert round_ratios(timed) == {"median": 0.5, "min": 0.5, "max": 1.5}
+    result = timed_pair_result(timed)
+    assert result["ratio"] == 0.5
+    assert result["native"]["times_s"] == [1.0, 3.0, 2.0] and result["native"]["runs"] == 3
+
+
+def made_up_result() -> dict:
+    step = {f"B{b}": timed_pair_result(pair([b * 1.0, b * 1.2], [b * 1.1, b * 1.1])) for b in (1, 2, 4, 8)}
+    memory = {side: {"peak_rss_mb": 900.0, "step_peak_increase_mb": mb} for side, mb in (("native", 690.0),
+                                                                                          ("torch", 790.0))}
+    result = {
+        "sgemm": {"gflops": 150.0}, "layers": [], "memory_B4": memory, "step": step,
+        "forward_B1": timed_pair_result(pair([0.45, 0.50, 0.40], [0.50, 0.45, 0.50])),
+        "per_image": {b: {side: step[b][side]["min_s"] / int(b[1:]) for side in ("native", "torch")} for b in step},
+        "harness_B4": {"harness_first_s": 70.0, "bare_four_sides_first_s": 50.0, "first_ratio": 1.4,
+                       "harness_warm_s": 52.0, "bare_four_sides_s": 40.0, "warm_ratio": 1.3, "rounds": 2,
+                       "models_build_s": 2.5, "ratio": 1.4},
+    }
+    result["targets"] = targets(result)
+    return result
+
+
+def test_the_spread_is_printed_beside_the_time_verdicts_only():
+    result = made_up_result()
+    by_measure = {t["measure"]: t for t in result["targets"]}
+    forward = by_measure["forward B1, native/PyTorch time"]
+    assert forward["ratio"] == 0.40 / 0.45 and forward["met"]
+    assert forward["round_ratios"] == {"median": 0.9, "min": 0.8, "max": 50 / 45}
+    assert [t["round_ratios"] is None for t in result["targets"]] == [False, False, True, True, True, True]
+
+    out = io.StringIO()
+    print_result(result, Console(file=out, width=250), output=None)
+    printed = out.getvalue()
+    assert "min-max" in printed  # the table's title names the spread (rich read square brackets there as markup)
+    assert "0.90 (0.80-1.11)" in printed
