@@ -37,7 +37,7 @@ HARNESS_ROUNDS = 2  # a parity run takes a minute: rounds of the harness do not 
 
 @dataclass
 class Timing:
-    times_s: list  # every timed run, in order
+    times_s: list[float]  # every timed run, in order
     first_s: float | None = None  # the untimed warm-up call's time, kept where a first run is compared (harness)
 
     @property

@@ -10,7 +10,7 @@ from parity.bench import Timing, print_result, round_ratios, targets, timed_pair
 
 
 def pair(native: list, torch_side: list) -> dict:
-    return {"native": Timing(native, first_s=native[0]), "torch": Timing(torch_side, first_s=torch_side[0])}
+    return {"native": Timing(native), "torch": Timing(torch_side)}
 
 
 def test_round_ratios_pair_each_round_and_the_verdict_stays_the_ratio_of_minima():
