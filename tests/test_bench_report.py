@@ -6,7 +6,8 @@ import io
 
 from rich.console import Console
 
-from parity.bench import Timing, print_result, round_ratios, targets, timed_pair_result
+from parity.bench import (Timing, per_image_round_ratios, print_result, round_ratios, targets,
+                          timed_pair_result)
 
 
 def pair(native: list, torch_side: list) -> dict:
@@ -17,10 +18,17 @@ def test_round_ratios_pair_each_round_and_the_verdict_stays_the_ratio_of_minima(
     # Round by round: 1.0/2.0, 3.0/2.0, 2.0/4.0. Minima: 1.0 / 2.0. Paired across rounds, or sorted before pairing,
     # the spread would differ.
     timed = pair([1.0, 3.0, 2.0], [2.0, 2.0, 4.0])
-    assert round_ratios(timed) == {"median": 0.5, "min": 0.5, "max": 1.5}
+    assert round_ratios(timed["native"].times_s, timed["torch"].times_s) == {"median": 0.5, "min": 0.5, "max": 1.5}
     result = timed_pair_result(timed)
     assert result["ratio"] == 0.5
     assert result["native"]["times_s"] == [1.0, 3.0, 2.0] and result["native"]["runs"] == 3
+
+
+def test_per_image_rounds_pair_each_round_of_batch_8_with_the_same_round_of_batch_1():
+    # Per image, round by round: (12/8)/1 = 1.5 and (8/8)/2 = 0.5; paired across rounds, or not divided by the
+    # batch, the spread would differ.
+    step = {"B1": {"native": {"times_s": [1.0, 2.0]}}, "B8": {"native": {"times_s": [12.0, 8.0]}}}
+    assert per_image_round_ratios(step, "native") == {"median": 1.0, "min": 0.5, "max": 1.5}
 
 
 def made_up_result() -> dict:
@@ -31,6 +39,7 @@ def made_up_result() -> dict:
         "sgemm": {"gflops": 150.0}, "layers": [], "memory_B4": memory, "step": step,
         "forward_B1": timed_pair_result(pair([0.45, 0.50, 0.40], [0.50, 0.45, 0.50])),
         "per_image": {b: {side: step[b][side]["min_s"] / int(b[1:]) for side in ("native", "torch")} for b in step},
+        "page_faults_per_step": {b: {"native": 0, "torch": 1234} for b in step},
         "harness_B4": {"harness_first_s": 70.0, "bare_four_sides_first_s": 50.0, "first_ratio": 1.4,
                        "harness_warm_s": 52.0, "bare_four_sides_s": 40.0, "warm_ratio": 1.3, "rounds": 2,
                        "models_build_s": 2.5, "ratio": 1.4},
@@ -45,10 +54,11 @@ def test_the_spread_is_printed_beside_the_time_verdicts_only():
     forward = by_measure["forward B1, native/PyTorch time"]
     assert forward["ratio"] == 0.40 / 0.45 and forward["met"]
     assert forward["round_ratios"] == {"median": 0.9, "min": 0.8, "max": 50 / 45}
-    assert [t["round_ratios"] is None for t in result["targets"]] == [False, False, True, True, True, True]
+    assert [t["round_ratios"] is None for t in result["targets"]] == [False, False, True, True, False, False]
 
     out = io.StringIO()
     print_result(result, Console(file=out, width=250), output=None)
     printed = out.getvalue()
     assert "min-max" in printed  # the table's title names the spread (rich read square brackets there as markup)
     assert "0.90 (0.80-1.11)" in printed
+    assert "1234" in printed  # each batch's page faults per step
