@@ -1,12 +1,12 @@
 """`make bench`: the native SSD300 against PyTorch on the same cores and the same thread count, in one run.
 
 Every number is the minimum (and median) of repeated runs after a warm-up run, the two sides' runs alternating (and
-the training steps of every batch size in the same rounds), and every verdict is a ratio between two numbers
-measured in this run, never an absolute time: these machines are shared and noisy. Beside each time verdict's ratio
-of minima the bench prints the spread of the rounds' own ratios (one call of each per round), so that a verdict that
-sits within the machine's noise reads as such. The
-process keeps freed memory for the next allocation (parity/heap.py, as in every harness run), so no warm step pays
-the kernel to fault its pages in again: the page faults of every timed call are recorded beside its time to show it.
+the training steps of every batch size in the same rounds), and every verdict is a ratio between two numbers measured
+in this run, never an absolute time: these machines are shared and noisy. Beside each time verdict's ratio of minima
+the bench prints the spread of the rounds' own ratios (one call of each per round), so that a verdict that sits
+within the machine's noise reads as such. The process keeps freed memory for the next allocation (parity/heap.py, as
+in every harness run), so no warm step pays the kernel to fault its pages in again: the page faults of every timed
+call are recorded beside its time to show it.
 
 - the training step (forward, MultiBox loss, backward, SGD update) of SSD300 at batch 1 and 4, and forward alone
   at batch 1 (native: what a deployed model returns, the head outputs; PyTorch: backbone + head, no hooks);
