@@ -376,9 +376,7 @@ def targets(result: dict) -> list:
     """The issue's targets as ratios from this run's numbers. A time verdict is the median of the rounds' own ratios
     (each round one call of each, back to back); the ratio of minima is kept beside it. A minimum rests on one call,
     and a short call catches the shared machine's quiet moments more often than a call eight times as long, which
-    averages over them: timing the same work per image, one batch-1 step per call against eight per call in the same
-    rounds, read 1.03, 1.25, 1.08 and 1.07 by the ratio of minima and 1.02, 1.05, 0.99 and 0.99 by the rounds'
-    median (two sides, two runs)."""
+    averages over them (the control that measured it: README, "Speed and memory")."""
     memory = result["memory_B4"]
     step, forward = result["step"]["B4"], result["forward_B1"]
     per_image = result["per_image"]

@@ -1,6 +1,6 @@
-"""What `make bench` reports (parity/bench.py), on made-up timings: the verdicts are ratios of minima, and beside the
-step's and the forward's verdict the spread of the rounds' own ratios, pairing each round's native call with the
-PyTorch call of the same round."""
+"""What `make bench` reports (parity/bench.py), on made-up timings: a time verdict is the median of the rounds' own
+ratios, each round's native call paired with the PyTorch call of the same round (and, per image, each round of batch 8
+with the same round of batch 1), printed with the rounds' range and the ratio of minima."""
 
 import io
 
