@@ -13,7 +13,8 @@ show it.
 - every convolution of SSD300 at batch 1, forward and backward, with GFLOP/s beside the machine's sgemm rate
   (numpy's OpenBLAS on a conv-shaped GEMM, measured here);
 - peak resident memory of each side for the batch-4 step, each side in a fresh process of its own;
-- time per image at batch 1, 2, 4 and 8, both sides;
+- time per image at batch 1, 2, 4 and 8, both sides, every timed call training on 8 images (8 steps of batch 1,
+  ..., 1 of batch 8), with one batch-1 step per call beside it as the control;
 - the harness: the whole parity run of SSD300 at batch 4 (four sides with every tap, the tie replays, every
   comparison, the isolated replays, the report) against the bare training steps of the same four sides, first run
   against first calls, then the minimum of later runs against the steps' minimum, the two timed in alternating
@@ -37,6 +38,11 @@ SCENARIO = "default"  # the full SSD300, 21 classes
 SGD = dict(lr=1e-3, momentum=0.9, weight_decay=5e-4)
 FORWARD_RUNS_PER_REPEAT = 5
 SCALING_BATCHES = (1, 2, 4, 8)
+# Every timed call of the training step trains on this many images (8 steps of batch 1, ..., 1 step of batch 8), so
+# that time per image at each batch size is measured over calls of the same length. One step per call made batch 1
+# look faster than it is: in one process, eight batch-1 steps in a call took 1.04x (native) and 1.12x (PyTorch) the
+# time per image of one batch-1 step per call, rounds alternating; the bench keeps that reading as its control.
+IMAGES_PER_STEP_CALL = 8
 HARNESS_ROUNDS = 2  # a parity run takes a minute: rounds of the harness do not scale with --repeats
 
 
@@ -53,6 +59,11 @@ class Timing:
     @property
     def median_s(self) -> float:
         return statistics.median(self.times_s)
+
+    def per_step(self, steps: int) -> "Timing":
+        """The times of calls of `steps` steps each, as times per step."""
+        return Timing([t / steps for t in self.times_s], None if self.first_s is None else self.first_s / steps,
+                      [f / steps for f in self.page_faults])
 
     def as_dict(self) -> dict:
         return {"min_s": self.min_s, "median_s": self.median_s, "runs": len(self.times_s), "first_s": self.first_s,
@@ -93,6 +104,14 @@ def timed_rounds(functions: dict, repeats: int) -> dict:
         for key, function in functions.items():
             calls[key].append(_timed_call(function))
     return {key: _timing(c, first[key]) for key, c in calls.items()}
+
+
+def consecutive(step, count: int):
+    """A call of `count` steps in a row."""
+    def run():
+        for _ in range(count):
+            step()
+    return run
 
 
 def timed_pair(native, torch_side, repeats: int) -> dict:
@@ -325,6 +344,25 @@ def _parity_run() -> None:
         write_report(build_report(results), Path(directory) / "bench-parity.json")
 
 
+def timed_steps(sides: Sides, repeats: int) -> tuple:
+    """-> ({batch: {side: Timing per step}}, {side: Timing}): the training steps of every batch size and both sides
+    in the same rounds, each call IMAGES_PER_STEP_CALL images' worth of steps, so that the time per image at batch 8
+    and at batch 1 sample the same stretches of the machine's load, as the two sides do; and the control, one
+    batch-1 step per call, in the same rounds."""
+    functions, steps_per_call = {}, {}
+    for batch_size in SCALING_BATCHES:
+        batch = sides.inputs(batch_size)
+        for side, step in (("native", sides.native_step(batch)), ("torch", sides.torch_step(batch))):
+            steps_per_call[batch_size, side] = IMAGES_PER_STEP_CALL // batch_size
+            functions[batch_size, side] = consecutive(step, steps_per_call[batch_size, side])
+            if batch_size == 1:
+                functions["one step", side] = step
+    timings = timed_rounds(functions, repeats)
+    steps = {b: {side: timings[b, side].per_step(steps_per_call[b, side]) for side in ("native", "torch")}
+             for b in SCALING_BATCHES}
+    return steps, {side: timings["one step", side] for side in ("native", "torch")}
+
+
 def run(repeats: int, threads: int, output: Path, console) -> int:
     import torch
     import ssd_native
@@ -336,15 +374,7 @@ def run(repeats: int, threads: int, output: Path, console) -> int:
 
     result["sgemm"] = sgemm_rate(repeats)
     sides = Sides()
-    # Every batch size's two steps in each round: the time per image at batch 8 and at batch 1 sample the same
-    # stretches of the machine's load, as the two sides do.
-    step_functions = {}
-    for batch_size in SCALING_BATCHES:
-        batch = sides.inputs(batch_size)
-        step_functions[batch_size, "native"] = sides.native_step(batch)
-        step_functions[batch_size, "torch"] = sides.torch_step(batch)
-    timings = timed_rounds(step_functions, repeats)
-    steps = {b: {side: timings[b, side] for side in ("native", "torch")} for b in SCALING_BATCHES}
+    steps, one_step_calls = timed_steps(sides, repeats)
     for batch_size, pair in steps.items():
         console.print(f"training step B{batch_size}: native {pair['native'].min_s:.3f} s, "
                       f"PyTorch {pair['torch'].min_s:.3f} s")
@@ -355,6 +385,7 @@ def run(repeats: int, threads: int, output: Path, console) -> int:
     result["step"] = {f"B{b}": timed_pair_result(s) for b, s in steps.items()}
     result["forward_B1"] = timed_pair_result(forward)
     result["per_image"] = {f"B{b}": {k: t.min_s / b for k, t in s.items()} for b, s in steps.items()}
+    result["B1_one_step_per_call"] = {side: timing.as_dict() for side, timing in one_step_calls.items()}
     result["page_faults_per_step"] = {f"B{b}": {k: statistics.median(t.page_faults) for k, t in s.items()}
                                       for b, s in steps.items()}
     result["layers"] = layer_rows(sides, repeats)
@@ -367,9 +398,10 @@ def run(repeats: int, threads: int, output: Path, console) -> int:
     return print_result(result, console, output)
 
 
-def per_image_round_ratios(step: dict, side: str) -> dict:
-    """Each round's time per image at batch 8 over the same round's at batch 1 (the steps share their rounds)."""
-    return round_ratios([t / 8 for t in step["B8"][side]["times_s"]], step["B1"][side]["times_s"])
+def per_image_round_ratios(step: dict, side: str, batch1_times_s: list | None = None) -> dict:
+    """Each round's time per image at batch 8 over the same round's at batch 1 (the steps share their rounds);
+    batch1_times_s: other batch-1 times of the same rounds (the control, one step per call)."""
+    return round_ratios([t / 8 for t in step["B8"][side]["times_s"]], batch1_times_s or step["B1"][side]["times_s"])
 
 
 def targets(result: dict) -> list:
@@ -415,7 +447,8 @@ def print_result(result: dict, console, output: Path) -> int:
                        f"{row['native_backward_gflops']:.0f}", f"{row['torch_backward_gflops']:.0f}")
     console.print(layers)
 
-    scaling = Table(title="time per image of the training step (s); page faults per step (median)")
+    scaling = Table(title=f"time per image of the training step (s; each timed call {IMAGES_PER_STEP_CALL} images' "
+                          "steps); page faults per step (median)")
     for column in ("batch", "native", "PyTorch", "native/PyTorch", "faults native", "faults PyTorch"):
         scaling.add_column(column, justify="right")
     for batch, per in result["per_image"].items():
@@ -423,6 +456,12 @@ def print_result(result: dict, console, output: Path) -> int:
         scaling.add_row(batch, f"{per['native']:.3f}", f"{per['torch']:.3f}", f"{per['native'] / per['torch']:.2f}",
                         f"{faults['native']:.0f}", f"{faults['torch']:.0f}")
     console.print(scaling)
+    control = result["B1_one_step_per_call"]
+    readings = [f"{name} {control[side]['min_s']:.3f} s (B8/B1 by it "
+                f"{per_image_round_ratios(result['step'], side, control[side]['times_s'])['median']:.2f})"
+                for side, name in (("native", "native"), ("torch", "PyTorch"))]
+    console.print(f"control, batch 1 timed one step per call (each call above trains on {IMAGES_PER_STEP_CALL} "
+                  f"images): {', '.join(readings)}")
 
     memory = result["memory_B4"]
     summary = Table(title="targets (ratios from this run; a time's ratio is the median of the rounds' own ratios)")

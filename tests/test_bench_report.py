@@ -40,6 +40,7 @@ def made_up_result() -> dict:
         "forward_B1": timed_pair_result(pair([0.55, 0.50, 0.40], [0.50, 0.45, 0.50])),
         "per_image": {b: {side: step[b][side]["min_s"] / int(b[1:]) for side in ("native", "torch")} for b in step},
         "page_faults_per_step": {b: {"native": 0, "torch": 1234} for b in step},
+        "B1_one_step_per_call": {"native": Timing([0.9, 1.1]).as_dict(), "torch": Timing([1.0, 0.8]).as_dict()},
         "harness_B4": {"harness_first_s": 70.0, "bare_four_sides_first_s": 50.0, "first_ratio": 1.4,
                        "harness_warm_s": 52.0, "bare_four_sides_s": 40.0, "warm_ratio": 1.3, "rounds": 2,
                        "models_build_s": 2.5, "ratio": 1.4},
@@ -66,3 +67,44 @@ def test_a_time_verdict_is_the_rounds_median_with_their_range_and_the_ratio_of_m
     forward_row = next(line for line in printed.splitlines() if "forward B1" in line)
     assert [cell.strip() for cell in forward_row.split("│")[2:-1]] == ["1.10", "0.80-1.11", "0.89", "<= 1.0", "no"]
     assert "1234" in printed  # each batch's page faults per step
+    # The control, batch 1 one step per call: B8 per image against it, round by round (8.0/8)/0.9 and (9.6/8)/1.1.
+    control = next(line for line in printed.splitlines() if line.startswith("control"))
+    assert "native 0.900 s (B8/B1 by it 1.10)" in control
+
+
+class CountingSides:
+    """Steps that advance a fake clock by their batch size, one second per image."""
+
+    def __init__(self, clock: list):
+        self.clock, self.calls = clock, {}
+
+    def inputs(self, batch_size: int) -> int:
+        return batch_size
+
+    def _step(self, side: str, batch_size: int):
+        def run():
+            self.calls[side, batch_size] = self.calls.get((side, batch_size), 0) + 1
+            self.clock[0] += batch_size
+        return run
+
+    def native_step(self, batch_size: int):
+        return self._step("native", batch_size)
+
+    def torch_step(self, batch_size: int):
+        return self._step("torch", batch_size)
+
+
+def test_every_timed_step_call_trains_on_the_same_number_of_images_and_is_reported_per_step(monkeypatch):
+    import parity.bench as bench
+
+    clock = [0.0]
+    monkeypatch.setattr(bench.time, "perf_counter", lambda: clock[0])
+    sides = CountingSides(clock)
+    steps, control = bench.timed_steps(sides, repeats=2)
+    # A warm-up and two rounds: batch 1 runs 8 steps per call plus the control's one, batch 8 one step per call.
+    assert sides.calls[("native", 1)] == 3 * (8 + 1) and sides.calls[("torch", 8)] == 3
+    for batch_size, pair in steps.items():
+        assert pair["native"].times_s == [batch_size, batch_size]  # per step, not per call of 8 images
+    assert control["torch"].times_s == [1.0, 1.0]
+    assert per_image_round_ratios({f"B{b}": {s: {"times_s": t.times_s} for s, t in p.items()}
+                                   for b, p in steps.items()}, "native")["median"] == 1.0
