@@ -39,9 +39,8 @@ SGD = dict(lr=1e-3, momentum=0.9, weight_decay=5e-4)
 FORWARD_RUNS_PER_REPEAT = 5
 SCALING_BATCHES = (1, 2, 4, 8)
 # Every timed call of the training step trains on this many images (8 steps of batch 1, ..., 1 step of batch 8), so
-# that time per image at each batch size is measured over calls of the same length. One step per call made batch 1
-# look faster than it is: in one process, eight batch-1 steps in a call took 1.04x (native) and 1.12x (PyTorch) the
-# time per image of one batch-1 step per call, rounds alternating; the bench keeps that reading as its control.
+# that time per image at each batch size is measured over calls of the same length: one step per call read batch 1
+# faster than batch-1 steps back to back run (measured: README, "Speed and memory"), and stays beside it as the control.
 IMAGES_PER_STEP_CALL = 8
 HARNESS_ROUNDS = 2  # a parity run takes a minute: rounds of the harness do not scale with --repeats
 
@@ -345,10 +344,9 @@ def _parity_run() -> None:
 
 
 def timed_steps(sides: Sides, repeats: int) -> tuple:
-    """-> ({batch: {side: Timing per step}}, {side: Timing}): the training steps of every batch size and both sides
-    in the same rounds, each call IMAGES_PER_STEP_CALL images' worth of steps, so that the time per image at batch 8
-    and at batch 1 sample the same stretches of the machine's load, as the two sides do; and the control, one
-    batch-1 step per call, in the same rounds."""
+    """-> ({batch: {side: Timing per step}}, {side: Timing}): the training steps of every batch size and both sides,
+    IMAGES_PER_STEP_CALL images' steps per call, in the same rounds (time per image at batch 8 and at batch 1 sample
+    the same stretches of the machine's load, as the two sides do); and the control, one batch-1 step per call."""
     functions, steps_per_call = {}, {}
     for batch_size in SCALING_BATCHES:
         batch = sides.inputs(batch_size)
@@ -401,7 +399,9 @@ def run(repeats: int, threads: int, output: Path, console) -> int:
 def per_image_round_ratios(step: dict, side: str, batch1_times_s: list | None = None) -> dict:
     """Each round's time per image at batch 8 over the same round's at batch 1 (the steps share their rounds);
     batch1_times_s: other batch-1 times of the same rounds (the control, one step per call)."""
-    return round_ratios([t / 8 for t in step["B8"][side]["times_s"]], batch1_times_s or step["B1"][side]["times_s"])
+    if batch1_times_s is None:
+        batch1_times_s = step["B1"][side]["times_s"]
+    return round_ratios([t / 8 for t in step["B8"][side]["times_s"]], batch1_times_s)
 
 
 def targets(result: dict) -> list:

@@ -1,6 +1,7 @@
 """What `make bench` reports (parity/bench.py), on made-up timings: a time verdict is the median of the rounds' own
 ratios, each round's native call paired with the PyTorch call of the same round (and, per image, each round of batch 8
-with the same round of batch 1), printed with the rounds' range and the ratio of minima."""
+with the same round of batch 1), printed with the rounds' range and the ratio of minima; every timed call of a
+training step trains on 8 images, its time reported per step."""
 
 import io
 
