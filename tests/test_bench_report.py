@@ -7,8 +7,8 @@ import io
 
 from rich.console import Console
 
-from parity.bench import (Timing, per_image_round_ratios, print_result, round_ratios, targets,
-                          timed_pair_result)
+from parity.bench import (Timing, per_image_round_ratios, print_result, round_ratios, targets, timed_pair_result,
+                          timed_steps)
 
 
 def pair(native: list, torch_side: list) -> dict:
@@ -96,12 +96,10 @@ class CountingSides:
 
 
 def test_every_timed_step_call_trains_on_the_same_number_of_images_and_is_reported_per_step(monkeypatch):
-    import parity.bench as bench
-
     clock = [0.0]
-    monkeypatch.setattr(bench.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr("parity.bench.time.perf_counter", lambda: clock[0])
     sides = CountingSides(clock)
-    steps, control = bench.timed_steps(sides, repeats=2)
+    steps, control = timed_steps(sides, repeats=2)
     # A warm-up and two rounds: batch 1 runs 8 steps per call plus the control's one, batch 8 one step per call.
     assert sides.calls[("native", 1)] == 3 * (8 + 1) and sides.calls[("torch", 8)] == 3
     for batch_size, pair in steps.items():
