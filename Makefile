@@ -17,7 +17,7 @@ STEPS ?= 16
 LAYER ?= conf_head
 PYTEST_ARGS ?=
 
-.PHONY: install test parity diff faults sweep train-parity fixtures golden asan bench clean
+.PHONY: install test parity diff faults sweep matrix train-parity fixtures golden asan bench clean
 
 install: $(NATIVE_STAMP)
 
@@ -77,6 +77,15 @@ faults: install
 # The clean sweep over generated scenarios (about 20 minutes on 2 cores); its report is reports/generated.json.
 sweep: install
 	PARITY_GENERATED_EXAMPLES=60 $(PY) -m pytest parity/test_generated.py --parity-report reports/generated.json $(PYTEST_ARGS)
+
+# The sweep under every CPU path of both sides (PyTorch: oneDNN/ATen AVX-512 where present, AVX2, baseline; native:
+# the GEMM's AVX-512 or AVX2 tile, or the im2col GEMM for every 3x3 conv) at 1 and 2 threads (parity/matrix.py):
+# reports under reports/matrix/. MATRIX_CELLS picks cells, MATRIX_SELECT the cases (pytest -k), MATRIX_GENERATED
+# the generated scenarios per cell (60: about 30 minutes a cell on 2 cores).
+MATRIX_GENERATED ?= 60
+matrix: install
+	$(PY) -m parity matrix --generated $(MATRIX_GENERATED) $(if $(MATRIX_SELECT),--select "$(MATRIX_SELECT)",) \
+		$(if $(MATRIX_CELLS),--cells $(MATRIX_CELLS),)
 
 # Native against PyTorch on the same cores: training step, forward, every conv layer, memory, scaling and the
 # harness's cost, as ratios from one run (about 10 minutes; run it on an otherwise idle machine).

@@ -186,6 +186,14 @@ def cmd_bench(args) -> int:
     return run(args.repeats, args.threads or os.cpu_count(), Path(args.output), wide_console())
 
 
+def cmd_matrix(args) -> int:
+    from .matrix import DEFAULT_SELECTION, run
+
+    if args.generated < 1:
+        raise ValueError(f"--generated must be >= 1, got {args.generated}")
+    return run(args.select or DEFAULT_SELECTION, args.generated, args.cells, wide_console())
+
+
 def main(argv=None) -> int:
     reuse_freed_memory()
     parser = argparse.ArgumentParser(prog="python -m parity", description=__doc__)
@@ -218,6 +226,10 @@ def main(argv=None) -> int:
     sub.add_parser("golden", help="check the native module against the golden traces, without torch")
     faults = sub.add_parser("faults", help="switch on each catalogued porting bug; detected and localized?")
     faults.add_argument("only", nargs="*", help="fault names (default: all)")
+    matrix = sub.add_parser("matrix", help="the sweep under every CPU path of both sides and 1 and 2 threads")
+    matrix.add_argument("--select", default=None, help="pytest -k expression (default: the narrow cases)")
+    matrix.add_argument("--generated", type=int, default=60, help="generated scenarios per cell")
+    matrix.add_argument("--cells", nargs="*", default=[], help="cell names (default: all of this CPU's)")
     bench = sub.add_parser("bench", help="native against PyTorch: time, GFLOP/s, memory, scaling, harness cost")
     bench.add_argument("--repeats", type=int, default=5)
     bench.add_argument("--threads", type=int, default=0, help="threads for both sides (default: every core)")
@@ -226,7 +238,7 @@ def main(argv=None) -> int:
     try:
         commands = {"run": cmd_run, "diff": cmd_diff, "compare": cmd_compare, "dump": cmd_dump, "faults": cmd_faults,
                     "train": cmd_train, "fixtures": cmd_fixtures, "golden": cmd_golden,
-                    "bench": cmd_bench}
+                    "bench": cmd_bench, "matrix": cmd_matrix}
         return commands[args.command](args)
     except ValueError as error:
         wide_console(stderr=True).print(f"[red]error:[/red] {error}")

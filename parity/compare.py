@@ -52,6 +52,7 @@ class TensorResult:
     strict64: dict = field(default_factory=dict)  # native64 vs oracle
     worst: list = field(default_factory=list)
     nonfinite: dict = field(default_factory=dict)
+    harness_error: bool = False  # the reference's own float32 broke the bound: the bound is wrong, not the port
 
     @property
     def passed(self) -> bool:
@@ -119,9 +120,12 @@ def compare_tensor(
     strict_oracle: np.ndarray | None = None,
     inherited: float = 1.0,
     fed_by: int | None = None,
+    bounds: tuple | None = None,
 ) -> TensorResult:
     """context: for mining.negatives, the per-prior losses and labels of each side (see compare_traces);
-    strict_oracle: what native64 is held to (default: oracle); fed_by: see tolerance.oracle_bound."""
+    strict_oracle: what native64 is held to (default: oracle); fed_by: see tolerance.oracle_bound; bounds: the
+    error model's per-element bounds (native's, reference's) on |side - oracle| (parity/error_model), which then
+    judge the float32 sides instead of tolerance.oracle_bound."""
     strict_oracle = oracle if strict_oracle is None else strict_oracle
     kind = tensor_kind(name)
     result = TensorResult(name, kind, case, batch_size, [], "", "pass")
@@ -140,7 +144,10 @@ def compare_tensor(
         return _judge_index(result, native, reference, strict_oracle, native64, context or {})
 
     _check_nonfinite(result, native, reference)
-    _judge_against_oracle(result, native, reference, oracle, inherited, fed_by)
+    if bounds is not None and bounds[0] is not None and result.kind != "priors":
+        _judge_elementwise(result, native, reference, oracle, *bounds)
+    else:
+        _judge_against_oracle(result, native, reference, oracle, inherited, fed_by)
     if native64 is not None:
         _judge_strict64(result, native64, strict_oracle)
     result.verdict = "fail" if result.reasons else "pass"
@@ -211,6 +218,99 @@ def _judge_against_oracle(result, native, reference, oracle, inherited, fed_by=N
                 f"({bound.factor:.3g} x reference RMS error {bound.reference_rms:.3g} + floor)"
             )
     result.worst = _worst_rows(result.name, native, reference, oracle, errors.worst, errors.worst_errors)
+
+
+@dataclass
+class _Margins:
+    """|side - oracle| / bound, element by element: how many elements exceed their bound, the largest ratio and
+    where the largest ratios are (flat indices, largest first)."""
+
+    beyond: int
+    largest: float
+    worst: np.ndarray
+    worst_margins: np.ndarray
+
+
+def _margins(side, oracle, bound) -> _Margins:
+    """Block by block in cache. An element where the side or the oracle is not finite counts as 0 here (the
+    non-finite check judges it); an infinite bound (not judgeable) as 0 too."""
+    side, oracle, bound = side.ravel(), oracle.ravel(), bound.ravel()
+    beyond, largest, worst, worst_margins = 0, 0.0, [], []
+    for start in range(0, side.size, BLOCK):
+        block = slice(start, start + BLOCK)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            error = np.abs(np.subtract(side[block], oracle[block], dtype=np.float64))
+            error[~np.isfinite(error)] = 0.0
+            margin = np.where(error > 0, error / bound[block], 0.0)
+        beyond += int(np.count_nonzero(error > bound[block]))
+        largest = max(largest, float(margin.max(initial=0.0)))
+        top = _largest(margin, WORST_COUNT)
+        worst.append(start + top)
+        worst_margins.append(margin[top])
+    worst = np.concatenate(worst) if worst else np.zeros(0, dtype=np.int64)
+    worst_margins = np.concatenate(worst_margins) if worst_margins else np.zeros(0)
+    order = np.lexsort((worst, -worst_margins))[:WORST_COUNT]
+    return _Margins(beyond, largest, worst[order], worst_margins[order])
+
+
+def _judge_elementwise(result, native, reference, oracle, native_bound, reference_bound) -> None:
+    """The float32 verdict under the error model: every element of the native side within its own bound, and
+    the reference's float32, a correct implementation, within its own (else the bound is wrong: a harness error)."""
+    if _all_finite(result, oracle):
+        result.metrics, errors = _measure_finite(native, reference, oracle)
+    else:
+        result.metrics = error_metrics(native, reference)
+        errors = _errors_any(native, reference, oracle)
+    native_side = _margins(native, oracle, native_bound)
+    reference_side = _margins(reference, oracle, reference_bound)
+    judged = np.isfinite(native_bound)
+    largest_bound = float(native_bound.max(initial=0.0, where=judged))
+    result.bound = {
+        "rule": "error_model", "value": largest_bound,
+        "derivation": "per element: the stage's own rounding (gamma(n) x the float64 sum of its terms' magnitudes) "
+                      "+ the side's measured input deviations carried through the stage (parity/error_model)",
+        "native_margin": native_side.largest, "reference_margin": reference_side.largest,
+        "unjudged": int(native_bound.size - np.count_nonzero(judged)),
+    }
+    result.mismatches = native_side.beyond
+    result.oracle = {"native_error": errors.largest, "reference_error": max_abs_difference(reference, oracle),
+                     "native_margin": native_side.largest, "reference_margin": reference_side.largest}
+    if reference_side.beyond:
+        result.harness_error = True
+        where = _meaning(result.name, reference.shape, reference_side.worst)
+        result.reasons.append(
+            f"harness error: the reference's own float32 exceeds the error model's bound at {reference_side.beyond} "
+            f"of {reference.size} elements (largest error/bound {reference_side.largest:.3g}, at {where}): the "
+            f"bound is wrong, not the port")
+    if native_side.beyond:
+        where = _meaning(result.name, native.shape, native_side.worst)
+        result.reasons.append(
+            f"{native_side.beyond} of {native.size} elements beyond their bound (largest error/bound "
+            f"{native_side.largest:.3g}, at {where}; the reference's largest {reference_side.largest:.3g})")
+    rows = _worst_rows(result.name, native, reference, oracle, native_side.worst,
+                       np.abs(native.ravel()[native_side.worst].astype(np.float64) - oracle.ravel()[native_side.worst]))
+    for row, flat, margin in zip(rows, native_side.worst, native_side.worst_margins):
+        row.update({"bound": float(native_bound.ravel()[flat]), "margin": float(margin)})
+    result.worst = rows
+
+
+def _meaning(name, shape, worst) -> str:
+    if not len(worst):
+        return "-"
+    index = np.unravel_index(int(worst[0]), shape)
+    meaning = decode_index(name, shape, index)
+    return f"{list(map(int, index))}" + (f" ({meaning})" if meaning else "")
+
+
+def max_abs_difference(side, oracle) -> float:
+    """max |side - oracle| over the elements finite on both, block by block."""
+    side, oracle = side.ravel(), oracle.ravel()
+    largest = 0.0
+    for start in range(0, side.size, BLOCK):
+        with np.errstate(invalid="ignore"):
+            difference = np.abs(np.subtract(side[start:start + BLOCK], oracle[start:start + BLOCK], dtype=np.float64))
+        largest = max(largest, float(difference.max(initial=0.0, where=np.isfinite(difference))))
+    return largest
 
 
 def _all_finite(result, oracle) -> bool:
@@ -352,11 +452,15 @@ def _negatives_context(native, reference, oracle, native64, strict_oracle) -> di
 
 
 def compare_traces(case: str, batch_size: int, native: dict, reference: dict, oracle: dict, native64: dict | None = None,
-                   strict_oracle: dict | None = None, routing_ties: dict | None = None) -> list:
+                   strict_oracle: dict | None = None, routing_ties: dict | None = None, error_model=None,
+                   kept_bounds: dict | None = None) -> list:
     """Every tensor named on either side, in the reference's execution order; a name on one side only fails.
 
     strict_oracle: the float64 run native64 is held to, when it differs from `oracle` (routing ties replayed);
-    routing_ties: near-tied pooling windows per pool tap, reported as that tap's ties."""
+    routing_ties: near-tied pooling windows per pool tap, reported as that tap's ties; error_model: a
+    parity.error_model.ErrorModel of this run, whose per-element bounds then judge every float tensor (without
+    one, tolerance.oracle_bound does); kept_bounds: a dict that receives the reference's bounds (float32, rounded
+    up), which the isolated replay's stages are held to."""
     names = list(reference) + [n for n in native if n not in reference]
     strict_oracle = oracle if strict_oracle is None else strict_oracle
     context = _negatives_context(native, reference, oracle, native64, strict_oracle)
@@ -366,14 +470,37 @@ def compare_traces(case: str, batch_size: int, native: dict, reference: dict, or
         if n.startswith("grad/") and oracle.get(n) is not None:
             output_gradient_nonzero = int(np.count_nonzero(oracle[n]))
         fed_by = output_gradient_nonzero if n.startswith("param_grad/") else None
+        bounds = _bounds(error_model, n, native, reference, oracle, kept_bounds)
         result = compare_tensor(n, case, batch_size, native.get(n), reference.get(n), oracle.get(n),
                                 None if native64 is None else native64.get(n), context, strict_oracle.get(n), inherited,
-                                fed_by)
+                                fed_by, bounds)
         result.ties += (routing_ties or {}).get(n, 0)
         results.append(result)
         if result.passed:
             inherited = max(inherited, _error_ratio(result))
     return results
+
+
+def _bounds(error_model, name, native, reference, oracle, kept_bounds) -> tuple | None:
+    """(native's, reference's) per-element bounds of one tensor, or None where the error model does not bound it."""
+    if error_model is None or reference.get(name) is None or oracle.get(name) is None or native.get(name) is None:
+        return None
+    if tensor_kind(name) in ("index", "priors") or np.shape(native[name]) != np.shape(reference[name]):
+        return None
+    reference_bound = error_model.bound(name, reference)
+    if reference_bound is None:
+        return None
+    if kept_bounds is not None:
+        kept_bounds[name] = round_up_to_float32(reference_bound)
+    return error_model.bound(name, native), reference_bound
+
+
+def round_up_to_float32(bound: np.ndarray) -> np.ndarray:
+    """A float32 copy of a bound, never below it (half the memory to keep)."""
+    narrow = bound.astype(np.float32)
+    below = narrow < bound
+    narrow[below] = np.nextafter(narrow[below], np.float32(np.inf))
+    return narrow
 
 
 def _error_ratio(result) -> float:
@@ -387,6 +514,9 @@ def _error_ratio(result) -> float:
 
 def compare_sides(traces) -> list:
     """compare_traces on a parity.sides.SideTraces."""
+    from .error_model import error_model_for
+
     s = traces.scenario
+    kept = traces.reference_bounds = {}
     return compare_traces(s.id, s.batch_size, traces.native, traces.reference, traces.oracle, traces.native64,
-                          traces.strict_oracle, traces.routing_ties)
+                          traces.strict_oracle, traces.routing_ties, error_model_for(traces), kept)

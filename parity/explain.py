@@ -7,7 +7,7 @@ def explain(result) -> str:
     lines = [f"{result.name} ({result.case}, {result.kind}, shape {tuple(result.shape)}): {result.verdict.upper()}"]
     lines += [f"  - {reason}" for reason in result.reasons]
     m = result.metrics
-    if m:
+    if m and "max_abs" in m:
         lines.append(
             f"  native vs reference: max abs {m['max_abs']:.3g}, max rel {m['max_rel']:.3g}, "
             f"NMSE {m['nmse']:.3g}, cosine {m['cosine']:.9f}"

@@ -2,7 +2,8 @@
 
 Schema (version 1):
   {"schema": 1, "created": ISO time, "passed": bool,
-   "runs": [{"case", "batch_size", "compared", "failed", "ties": {tensor: count},
+   "margins": {kind: {"tensors", "native": [min, median, max], "reference": [min, median, max]}},
+   "runs": [{"case", "batch_size", "compared", "failed", "harness_errors", "ties": {tensor: count},
              "isolated": {"compared", "failed", "first_divergence"},  # each stage fed the reference's inputs
              "nonfinite": {side: {"forward"|"backward": {"name", "counts", "other_side_finite"} | null}},
              "first_divergence": {"name", "reasons"} | null}],
@@ -71,6 +72,7 @@ def summarize_runs(results: list) -> list:
                 "batch_size": all_rows[0].batch_size,
                 "compared": len(rows),
                 "failed": len(failed),
+                "harness_errors": sum(r.harness_error for r in all_rows),
                 "ties": {r.name: r.ties for r in rows if r.ties},
                 "nonfinite": first_nonfinite(rows),
                 "first_divergence": {"name": first.name, "reasons": first.reasons} if first else None,
@@ -92,9 +94,27 @@ def build_report(results: list) -> dict:
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "passed": bool(results) and all(r["failed"] == 0 and r["isolated"]["failed"] == 0
                                         and r["compared"] + r["isolated"]["compared"] > 0 for r in runs),
+        "margins": margin_distribution(results),
         "runs": runs,
         "tensors": [r.to_dict() for r in results],
     }
+
+
+def margin_distribution(results: list) -> dict:
+    """Per tensor kind, the spread of the error model's margins (largest error / bound) over the propagated
+    tensors, native and reference: how much room a bug has before it is seen (1 is the bound)."""
+    margins = defaultdict(lambda: {"native": [], "reference": []})
+    for r in results:
+        if r.mode == "propagated" and r.bound.get("rule") == "error_model":
+            margins[r.kind]["native"].append(r.bound["native_margin"])
+            margins[r.kind]["reference"].append(r.bound["reference_margin"])
+
+    def spread(values):
+        values = sorted(values)
+        return [values[0], values[len(values) // 2], values[-1]]
+
+    return {kind: {"tensors": len(m["native"]), "native": spread(m["native"]), "reference": spread(m["reference"])}
+            for kind, m in margins.items()}
 
 
 def write_report(report: dict, path: Path = DEFAULT_REPORT) -> Path:
@@ -106,6 +126,19 @@ def write_report(report: dict, path: Path = DEFAULT_REPORT) -> Path:
     path.write_text(json.dumps(report, indent=1, allow_nan=True))
     write_html(report, path.with_suffix(".html"))
     return path
+
+
+def _print_margins(margins: dict, console) -> None:
+    if not margins:
+        return
+    table = Table(title="margins: largest error / bound per tensor (min, median, max; 1 is the bound)",
+                  title_justify="left")
+    for column in ("kind", "tensors", "native", "reference"):
+        table.add_column(column)
+    for kind, m in margins.items():
+        table.add_row(kind, str(m["tensors"]), ", ".join(f"{v:.2g}" for v in m["native"]),
+                      ", ".join(f"{v:.2g}" for v in m["reference"]))
+    console.print(table)
 
 
 def print_summary(report: dict, console: Console | None = None) -> None:
@@ -130,6 +163,11 @@ def print_summary(report: dict, console: Console | None = None) -> None:
             console.print(f"[red]{run['case']}: {line}[/red]")
     if not report["runs"]:
         console.print("[red]no tensors were compared[/red]")
+    _print_margins(report.get("margins", {}), console)
+    harness_errors = sum(r.get("harness_errors", 0) for r in report["runs"])
+    if harness_errors:
+        console.print(f"[red]{harness_errors} harness errors: the reference's own float32 broke a bound (a wrong "
+                      f"bound, not a port failure; see the tensors' reasons)[/red]")
     verdict = "[green]PASS[/green]" if report["passed"] else "[red]FAIL[/red]"
     runs = report["runs"]
     console.print(f"{verdict}: {sum(r['compared'] for r in runs)} tensors compared, "

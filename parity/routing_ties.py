@@ -3,9 +3,11 @@ took another element, ReLUs where it let through (or blocked) an input the refer
 and hard negatives picked among equal losses at the selection boundary; in a training trajectory also the float64
 oracle's own near-tied decisions, matching included (every_run).
 
-A pool window counts as a tie only when the two candidates' float64 oracle values are within the forward bound
-of the pool's input tap; a ReLU only when the value on the passing side is within the bound of its tap (the
-input was zero up to rounding). Any other disagreement is left to fail.
+A pool window counts as a tie only when the two candidates' float64 oracle values are within the sum of their
+forward bounds at the pool's input tap; a ReLU only when the value on the passing side is within the bound of its
+tap (the input was zero up to rounding). The bounds are the error model's (parity/error_model), element by
+element, the larger of the two float32 sides', when the caller gives one (`window`); else the reference's own
+float32 error bound (tolerance.oracle_bound). Any other disagreement is left to fail.
 """
 
 import numpy as np
@@ -18,7 +20,12 @@ from .index_compare import negative_ties
 from .tolerance import oracle_bound
 
 
-def _pool_ties(pool, input_tap, native, reference, oracle, replayed, decisions, native_replayed):
+def _window(window, tap, reference, oracle):
+    """The near-tie window at a tap: an array (the error model's, element by element) or a number."""
+    return window(tap) if window is not None else oracle_bound(reference[tap], oracle[tap]).value
+
+
+def _pool_ties(pool, input_tap, native, reference, oracle, replayed, decisions, native_replayed, window=None):
     with torch.no_grad():  # the argmax is taken on each run's own values: a conversion to float64 is exact
         native_choice = window_argmax(pool, torch.from_numpy(native[input_tap]))
         if native_replayed is not None:  # the native step took another run's choice there
@@ -35,13 +42,16 @@ def _pool_ties(pool, input_tap, native, reference, oracle, replayed, decisions, 
         plane_start = (where[0] * channels + where[1]) * plane_size
         values = torch.from_numpy(oracle[input_tap]).reshape(-1)
         gap = (values[plane_start + native_choice[where]] - values[plane_start + reference_choice[where]]).abs()
-    bound = oracle_bound(reference[input_tap], oracle[input_tap]).value
+        bound = _window(window, input_tap, reference, oracle)
+        if not np.isscalar(bound):  # each candidate's own bound: the gap may close by both
+            flat = torch.from_numpy(np.ascontiguousarray(bound)).reshape(-1)
+            bound = flat[plane_start + native_choice[where]] + flat[plane_start + reference_choice[where]]
     ties = torch.zeros_like(differ)
     ties[where] = gap <= bound
     return ("pool", native_choice, ties) if ties.any() else None
 
 
-def _relu_ties(tap, native, reference, oracle, replayed, decisions, native_replayed):
+def _relu_ties(tap, native, reference, oracle, replayed, decisions, native_replayed, window=None):
     native_on = torch.from_numpy(native[tap] > 0)
     if native_replayed is not None:
         native_on = (native_on | native_replayed[1]) & ~native_replayed[2]
@@ -51,9 +61,11 @@ def _relu_ties(tap, native, reference, oracle, replayed, decisions, native_repla
     differ = native_on != reference_on
     if not differ.any():
         return None
-    bound = oracle_bound(reference[tap], oracle[tap]).value
+    bound = _window(window, tap, reference, oracle)
     # The value on the passing side (the larger of the two outputs, in float64), at the differing elements only
     where = differ.nonzero(as_tuple=True)
+    if not np.isscalar(bound):
+        bound = torch.from_numpy(np.ascontiguousarray(bound))[where]
     passing_value = torch.from_numpy(native[tap])[where].double().maximum(torch.from_numpy(decisions[tap])[where].double())
     near_zero = torch.zeros_like(differ)
     near_zero[where] = passing_value <= bound
@@ -62,11 +74,13 @@ def _relu_ties(tap, native, reference, oracle, replayed, decisions, native_repla
     return ("relu", force_pass, force_block) if (force_pass | force_block).any() else None
 
 
-def _mining_ties(native, reference, oracle, decisions):
+def _mining_ties(native, reference, oracle, decisions, window=None):
     name = "mining.negatives"
     if name not in native or name not in decisions:
         return None
-    tolerance = oracle_bound(reference["loss.cls_per_prior"], oracle["loss.cls_per_prior"]).value
+    tolerance = _window(window, "loss.cls_per_prior", reference, oracle)
+    if not np.isscalar(tolerance):  # a loss and the boundary's may each be off by the largest bound
+        tolerance = 2 * float(np.max(tolerance, initial=0.0, where=np.isfinite(tolerance)))
     ties = negative_ties(native[name], decisions[name], decisions["loss.cls_per_prior"], decisions["match.labels"],
                          tolerance)
     return ("mining", torch.from_numpy(native[name]), torch.from_numpy(ties)) if ties.any() else None
@@ -84,7 +98,8 @@ def _matching_ties(native, reference, decisions):
 
 
 def find_routing_ties(model, native: dict, reference: dict, oracle: dict, replayed: dict | None = None,
-                      decisions: dict | None = None, native_replayed: dict | None = None, network: bool = True) -> dict:
+                      decisions: dict | None = None, native_replayed: dict | None = None, network: bool = True,
+                      window=None) -> dict:
     """-> {tap: replay entry} for every pool, ReLU or mining decision with at least one near-tie decided
     differently; hard negatives count as tied when their loss is within the loss bound of the boundary.
     replayed: the routing the reference already ran with (its decisions there are the native ones);
@@ -92,11 +107,12 @@ def find_routing_ties(model, native: dict, reference: dict, oracle: dict, replay
     training trajectory); native_replayed: the routing the native step itself ran with (native_routing), whose
     decisions are then the native ones; network: False to search the loss's decisions alone (a replay changes only
     the loss: the network's forward values, and so its near-ties, stay as they were). "Near" is always measured by
-    the reference's float32 error against the oracle."""
+    the reference's float32 error against the oracle, or by `window(tap)`, the error model's per-element bound
+    there (see the module's docstring)."""
     replayed, native_replayed = replayed or {}, native_replayed or {}
     decisions = reference if decisions is None else decisions
     found = {}
-    mining = _mining_ties(native, reference, oracle, decisions)
+    mining = _mining_ties(native, reference, oracle, decisions, window)
     if mining is not None:
         found["mining.negatives"] = mining
     matching = _matching_ties(native, reference, decisions)
@@ -105,9 +121,10 @@ def find_routing_ties(model, native: dict, reference: dict, oracle: dict, replay
     for module, tap in module_taps(model).items() if network else ():
         if tap in POOL_INPUTS:
             entry = _pool_ties(module, POOL_INPUTS[tap], native, reference, oracle, replayed.get(tap), decisions,
-                               native_replayed.get(tap))
+                               native_replayed.get(tap), window)
         elif isinstance(module, torch.nn.ReLU):
-            entry = _relu_ties(tap, native, reference, oracle, replayed.get(tap), decisions, native_replayed.get(tap))
+            entry = _relu_ties(tap, native, reference, oracle, replayed.get(tap), decisions, native_replayed.get(tap),
+                               window)
         else:
             entry = None
         if entry is not None:
@@ -151,17 +168,18 @@ MAX_REPLAYS = 4
 
 
 def native_step_routing(routing: dict) -> dict:
-    """A routing as a native step takes it (forward_backward's `routing`): arrays, masks as uint8. A routing found
-    against a float32 reference (reconcile) never holds matching, which a native step does not take."""
+    """A routing as a native step takes it (forward_backward's `routing`): arrays, masks as uint8. Matching entries
+    (the oracle's own near-ties at the IoU threshold, taken the native way) are left out: a native step decides its
+    matches itself, and its float64 build's own ties are routed against the oracle separately (sides.run_sides)."""
     def mask(t):
         return np.ascontiguousarray(t.numpy().astype(bool, copy=False)).view(np.uint8)
 
     return {tap: (kind, np.ascontiguousarray(first.numpy()) if kind == "pool" else mask(first), mask(second))
-            for tap, (kind, first, second) in routing.items()}
+            for tap, (kind, first, second) in routing.items() if kind != "match"}
 
 
 def reconcile(model, native: dict, runs: tuple, replay, every_run: bool = False, start: dict | None = None,
-              native_routing: dict | None = None) -> tuple:
+              native_routing: dict | None = None, window=None) -> tuple:
     """runs: the reference forward traces to reconcile, the last being the float64 yardstick (reference32 and
     oracle, or the oracle alone); replay(routing) gives them again under that routing. The network's forward values
     do not move under a routing (only the backward follows it), but a forced match changes the loss's targets and
@@ -169,13 +187,14 @@ def reconcile(model, native: dict, runs: tuple, replay, every_run: bool = False,
     every_run: hold every run's near-tied decisions to the native ones, not only the first run's (a training
     trajectory, where an oracle that decided a tie its own way would drift off and loosen every later bound).
     start: a routing the runs already follow (runs are under it); native_routing: the routing the native step
-    itself ran with. -> (routing, the runs under it)."""
+    itself ran with; window: the near-tie window per tap (find_routing_ties). -> (routing, the runs under it)."""
     routing = start or {}
     for attempt in range(MAX_REPLAYS):
         found = {}
         for run in runs if every_run else runs[:1]:
             found = merge_routing(found, find_routing_ties(model, native, runs[0], runs[-1], routing, decisions=run,
-                                                           native_replayed=native_routing, network=attempt == 0))
+                                                           native_replayed=native_routing, network=attempt == 0,
+                                                           window=window))
         if not found:
             break
         routing = merge_routing(routing, found)

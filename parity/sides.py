@@ -14,6 +14,7 @@ from reference.model import build_reference, state_dict_arrays
 from reference.step import PendingStep, run_step
 from reference.taps import run_forward
 
+from .error_model import ErrorModel
 from .routing_ties import native_step_routing, reconcile, same_routing, tie_counts
 from .scenario import Scenario
 
@@ -119,6 +120,7 @@ class SideTraces:
     oracle_for_native64: dict | None = None  # the oracle with native64's own routing ties replayed too, if it had any
     routing_ties: dict = field(default_factory=dict)  # tap -> count of near-tied decisions routed as the native side did
     routing: dict = field(default_factory=dict)  # tap -> the replay entry itself (reference/routing.py)
+    reference_bounds: dict = field(default_factory=dict)  # tap -> the reference's error-model bound (compare_sides)
 
     def drop_native(self) -> None:
         """Free both native traces once the propagated comparison has read them: the isolated replay reads only the
@@ -149,8 +151,15 @@ def run_sides(scenario: Scenario, step: bool = True, native: dict | None = None)
     # Near-tied decisions (pool windows, ReLUs, mining) the native side took differently: the reference's backward
     # takes the native decision there, so gradients upstream compare like for like; the ties are reported.
     model, _ = _models(scenario, np.float32)
-    routing, _ = reconcile(model, native_trace, (reference.forward_trace(), oracle.forward_trace()),
-                           lambda r: (reference.forward_trace(r), oracle.forward_trace(r)))
+    # every_run: the oracle takes the native decision at its own near-ties too (a prior at the IoU threshold, a
+    # window the float32 sides both decided the other way), so every side computes the same mathematics and the
+    # error model's bounds (parity/error_model) compare like with like.
+    # A near-tie is a decision within the error model's bounds of both float32 sides (machine-independent).
+    reference_taps, oracle_taps = reference.forward_trace(), oracle.forward_trace()
+    bounds = ErrorModel(model, oracle_taps, images, targets)
+    window = lambda tap: np.maximum(bounds.bound(tap, native_trace), bounds.bound(tap, reference_taps))
+    routing, _ = reconcile(model, native_trace, (reference_taps, oracle_taps),
+                           lambda r: (reference.forward_trace(r), oracle.forward_trace(r)), every_run=True, window=window)
     reference_trace = _as_arrays(reference.backward(routing))
     oracle_trace = _as_arrays(oracle.backward(routing, keep_graph=not external))
     # native64 takes the same decisions at those ties, so the oracle's one routed backward serves both native sides;
@@ -160,8 +169,11 @@ def run_sides(scenario: Scenario, step: bool = True, native: dict | None = None)
     native64 = strict_oracle = None
     if not external:
         native64 = native_step(scenario, images64, targets, routing)
-        routing64, _ = reconcile(model, native64, (oracle.forward_trace(routing),), lambda r: (oracle.forward_trace(r),),
-                                 start=routing, native_routing=routing)
+        # A native step decides its matches itself (native_step_routing leaves matching out), as the oracle did
+        # before it took the float32 matches at its near-ties: native64 is held to the oracle without them.
+        taken = {tap: entry for tap, entry in routing.items() if entry[0] != "match"}
+        routing64, _ = reconcile(model, native64, (oracle.forward_trace(taken),), lambda r: (oracle.forward_trace(r),),
+                                 start=taken, native_routing=taken)
         if not same_routing(routing, routing64):
             strict_oracle = _as_arrays(oracle.backward(routing64))
     return SideTraces(scenario, reference_trace, oracle_trace, native_trace, native64, strict_oracle,

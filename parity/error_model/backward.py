@@ -1,0 +1,96 @@
+"""Per-element bounds of the backward stages. A tap's gradient is one sum over the terms every consumer sends
+it (each conv's products of output gradients and weights, each pool's routed gradients, the L2Norm's), so its own
+rounding is gamma(total terms) times the sum of their magnitudes whatever the order and grouping a port adds
+them in (paired head convs, separate ones, consumers in any order); the propagated part is each consumer's
+stage applied to the side's deviations. Arguments are float64 tensors."""
+
+import torch
+from torch.nn.grad import conv2d_input, conv2d_weight
+
+from .forward import l2norm_parts
+from .rounding import U, ULPS, gamma
+
+
+def conv_terms(module, weight) -> int:
+    """Terms one conv adds into each element of its input's gradient: OC * KH * KW (the stride-2 ones fewer)."""
+    return weight.shape[0] * weight[0, 0].numel()
+
+
+def conv_input(module, input_shape, weight, values):
+    """values (B,OC,OH,OW) >= 0 at the conv's output (after the ReLU's mask), weight (OC,C,KH,KW) -> (B,C,H,W):
+    |W| applied to them as the conv's input gradient applies W (a transposed convolution)."""
+    return conv2d_input(input_shape, weight.abs(), values, module.stride, module.padding, module.dilation)
+
+
+def conv_weight(module, x, dx, weight_shape, grad, dgrad):
+    """x, dx (B,C,H,W), grad, dgrad (B,OC,OH,OW) the output gradient after the ReLU's mask -> (OC,C,KH,KW).
+
+    fl(sum x_side * g_side) over n = B*OH*OW products is within gamma(n) sum |x_side||g_side| of the exact sum of the
+    side's operands, which is within dx*|g_side| + |x|*dg of the oracle's: with |x_side| <= |x|+dx, |g_side| <=
+    |g|+dg, the whole is (|x|+dx) (*) (gamma |g| + (1+gamma) dg) + dx (*) |g| (every product summed as a
+    correlation)."""
+    g = gamma(grad.shape[0] * grad[0, 0].numel())
+    args = (module.stride, module.padding, module.dilation)
+    bound = conv2d_weight(x.abs() + dx, weight_shape, g * grad.abs() + (1 + g) * dgrad, *args)
+    if dx.any():
+        bound += conv2d_weight(dx, weight_shape, grad.abs(), *args)
+    return bound
+
+
+def conv_bias(grad, dgrad):
+    """grad, dgrad (B,OC,OH,OW) -> (OC): a sum of B*OH*OW terms."""
+    g = gamma(grad.shape[0] * grad[0, 0].numel())
+    return g * grad.abs().sum(dim=(0, 2, 3)) + (1 + g) * dgrad.sum(dim=(0, 2, 3))
+
+
+def pool_scatter(argmax, values, input_shape):
+    """argmax (B,C,OH,OW) flat index into each H*W plane, values (B,C,OH,OW) -> (B,C,H,W): each window's value added
+    at its chosen element (max-pool backward; windows may overlap)."""
+    b, c, h, w = input_shape
+    out = torch.zeros((b, c, h * w), dtype=values.dtype)
+    out.scatter_add_(2, argmax.reshape(b, c, -1), values.reshape(b, c, -1))
+    return out.view(b, c, h, w)
+
+
+def l2norm_input(x, dx, scale, grad, dgrad, g_total):
+    """x, dx (B,C,H,W) conv4_3, scale (C), grad, dgrad (B,C,H,W) of the L2Norm's output -> (magnitude, bound):
+    the magnitude |contribution| this consumer adds to the sum (for the caller's gamma), and its own internal
+    rounding plus propagated deviation.
+
+    autograd's gradient of scale * x / max(|x|, eps): s g / d - x (sum_c s g x) / (d^2 |x|) where d = max(|x|, eps),
+    the second term only where |x| >= eps. Own: the inner sum of C terms, the norm's error e_d (relative, gamma(C)/2
+    + 2u) taken once in the first term and three times in the second; propagated: its derivative in g and in x
+    (first order, with |g| + dg for the second order)."""
+    s = scale.view(1, -1, 1, 1)
+    denom, _, unbounded = l2norm_parts(x, dx)
+    norm = x.norm(dim=1, keepdim=True)
+    unclamped = (norm >= 1e-12).to(x.dtype)
+    safe_norm = norm.clamp_min(1e-12)
+    xa = x.abs() + dx
+    sg = (s * grad).abs() + s.abs() * dgrad
+    inner = (s * grad * x).sum(dim=1, keepdim=True).abs()
+    inner_abs = (xa * sg).sum(dim=1, keepdim=True)
+    e_d = gamma(x.shape[1]) / 2 + 2 * U
+    second = unclamped * xa / (denom * denom * safe_norm)
+    magnitude = sg / denom + second * inner_abs
+    own = (sg / denom) * (ULPS * U + e_d) + second * (gamma(x.shape[1] + 1) * inner_abs + inner * (3 * e_d + ULPS * U))
+    from_grad = s.abs() * dgrad / denom + second * (xa * s.abs() * dgrad).sum(dim=1, keepdim=True)
+    xhat_dx = (xa / denom * dx).sum(dim=1, keepdim=True)
+    from_x = unclamped * (sg * xhat_dx / denom ** 2 + dx * inner_abs / denom ** 3
+                          + xa * (sg * dx).sum(dim=1, keepdim=True) / denom ** 3 + 3 * xa * inner_abs * xhat_dx / denom ** 4)
+    bound = 2 * own + from_grad + 2 * from_x + g_total * magnitude
+    return torch.where(unbounded, torch.full_like(bound, torch.inf), bound)
+
+
+def l2norm_scale(x, dx, grad, dgrad):
+    """-> (C) bound on d loss / d scale = sum over B*H*W of g x / d: gamma of that many terms, the norm's error,
+    and the deviations of g and of x / |x| (forward.l2norm_parts)."""
+    denom, deviation, unbounded = l2norm_parts(x, dx)
+    xhat = x.abs() / denom
+    terms = grad.abs() * xhat
+    g = gamma(x.shape[0] * x[0, 0].numel())
+    e_d = gamma(x.shape[1]) / 2 + 2 * U
+    propagated = dgrad * (xhat + deviation) + grad.abs() * deviation
+    per_pixel = (g + 2 * (e_d + ULPS * U)) * terms + propagated
+    per_pixel = torch.where(unbounded, torch.full_like(per_pixel, torch.inf), per_pixel)
+    return per_pixel.sum(dim=(0, 2, 3))

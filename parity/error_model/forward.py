@@ -1,0 +1,74 @@
+"""Per-element bounds of the forward stages: |side - oracle| <= own rounding + the side's input deviation carried
+through the stage. Every argument is a float64 tensor: oracle values, |W| from the (exact) weights, and `dx`, the
+measured |side input - oracle input|."""
+
+import torch
+import torch.nn.functional as F
+
+from .rounding import U, ULPS, gamma
+
+L2NORM_EPS = 1e-12  # torchvision's F.normalize clamp
+
+
+def conv(module, x, dx, weight, bias):
+    """x, dx (B,C,H,W), weight (OC,C,KH,KW), bias (OC) -> (B,OC,OH,OW).
+
+    fl(sum w*x_side + b) is within gamma(n) * (|W|*|x_side| + |b|) of the exact sum on the side's input, n = C*KH*KW
+    products plus the bias; that sum is within |W|*dx of the oracle's. |x_side| <= |x| + dx. A ReLU after it is
+    1-Lipschitz and exact, so the bound holds for the tap after ReLU too."""
+    g = gamma(weight[0].numel() + 1)
+    return F.conv2d(g * x.abs() + (1 + g) * dx, weight.abs(), g * bias.abs(), module.stride, module.padding,
+                    module.dilation)
+
+
+def pool(module, dx):
+    """dx (B,C,H,W) -> (B,C,OH,OW): a max is exact and |max(a) - max(b)| <= max|a - b| over the window."""
+    return F.max_pool2d(dx, module.kernel_size, module.stride, module.padding, module.dilation, module.ceil_mode)
+
+
+def l2norm_parts(x, dx):
+    """-> (norm (B,1,H,W) of the oracle's x, clamped at eps; the first-order deviation of x/norm from dx, where the
+    norm is judgeable; a mask of pixels whose deviation is too large against their norm to bound, |dx| > norm/4)."""
+    norm = x.norm(dim=1, keepdim=True)
+    denom = norm.clamp_min(L2NORM_EPS)
+    dnorm = dx.norm(dim=1, keepdim=True)
+    xhat = x.abs() / denom
+    # d(x/|x|) = (I - xhat xhat^T) dx / |x|: |.|_c <= (dx_c + |xhat_c| sum_j |xhat_j| dx_j) / |x|; the second-order
+    # remainder is at most 2 |dx|^2 / |x|^2 (|dx| <= |x|/4).
+    deviation = (dx + xhat * (xhat * dx).sum(dim=1, keepdim=True) + 2 * dnorm * dnorm / denom) / denom
+    return denom, deviation, dnorm > norm / 4
+
+
+def l2norm(x, dx, scale, out):
+    """x, dx (B,C,H,W) conv4_3, scale (C), out (B,C,H,W) the oracle's output -> (B,C,H,W).
+
+    Own rounding: the norm's sum of C squares (gamma(C), halved by the square root) and a few roundings (the
+    square root, the division, the scale). A pixel whose input deviation exceeds a quarter of its norm cannot be
+    bounded below 2 |scale| (|x / |x|| <= 1 on both sides)."""
+    s = scale.abs().view(1, -1, 1, 1)
+    _, deviation, unbounded = l2norm_parts(x, dx)
+    bound = (gamma(x.shape[1]) / 2 + ULPS * U) * out.abs() + s * deviation
+    return torch.where(unbounded, 2 * s.expand_as(bound), bound)
+
+
+def join(head_outputs: list, columns: int):
+    """The head's join, as torchvision's SSDScoringHead does it: [(B, A*columns, H, W)] per source ->
+    (B, sum(H*W*A), columns). Exact: a copy."""
+    results = []
+    for value in head_outputs:
+        n, _, h, w = value.shape
+        results.append(value.view(n, -1, columns, h, w).permute(0, 3, 4, 1, 2).reshape(n, -1, columns))
+    return torch.cat(results, dim=1)
+
+
+def split(joined, shapes: list):
+    """The inverse of join: (B, P, columns) -> [(B, A*columns, H, W)] with the given shapes."""
+    parts, start = [], 0
+    n, _, columns = joined.shape
+    for _, channels, h, w in shapes:
+        anchors = channels // columns
+        count = h * w * anchors
+        part = joined[:, start:start + count].reshape(n, h, w, anchors, columns).permute(0, 3, 4, 1, 2)
+        parts.append(part.reshape(n, channels, h, w))
+        start += count
+    return parts

@@ -1,0 +1,38 @@
+"""The rounding-error constants every stage's bound is built from (docs/tolerance.md derives them).
+
+u is float32's unit roundoff. A sum of n terms computed in float32, in any order and any grouping (blocked,
+pairwise, fused multiply-adds, several threads), lies within gamma(n) * sum|terms| of the exact sum:
+deterministically within n*u / (1 - n*u) (Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed.,
+Lemma 3.1 and (3.5)), and, modelling the rounding errors as independent and of mean zero, within
+expm1(LAMBDA*sqrt(n)*u + n*u^2/(1-u)) with probability at least 1 - 2n*exp(-LAMBDA^2 (1-u)^2 / 2) (Higham and Mary,
+A New Approach to Probabilistic Rounding Error Analysis, SIAM J. Sci. Comput. 41(5), 2019, Theorem 3.1).
+gamma(n) is the smaller of the two.
+
+LAMBDA: the chance of a false alarm anywhere in a sweep is at most 2 * (sum over judged elements of their n) *
+exp(-LAMBDA^2 (1-u)^2 / 2). `make test` judges about 2e9 elements (both float32 sides, propagated and isolated,
+every case) with n at most 4e5 (a weight gradient of conv1_1 at batch 4): at most 1e15 terms, and LAMBDA = 11 puts
+the chance below 2e15 * exp(-60.5) = 1e-11, within the 1e-6 asked of the whole suite with room for many sweeps.
+"""
+
+import math
+
+U = 2.0 ** -24
+LAMBDA = 11.0
+# An elementwise function (exp, log, sqrt, division) of a correct float32 port is within a few units in the last
+# place: torch's vectorized exp and log are within 1 ulp (SLEEF u10), a libm within 1; ULPS allows a port another
+# formula of the same function (a different order of its few operations) as well.
+ULPS = 4.0
+# Underflow: a result below float32's smallest normal (2^-126) may be flushed to zero, an absolute error below 2^-126
+# per operation. No element here is computed by 2^26 operations, so 2^-100 covers them all: added to every
+# bound (it is 1e-30, far below any value that matters: gradients that carry information are above 1e-15).
+UNDERFLOW = 2.0 ** -100
+# Each bound is itself evaluated in float64: 2^-40 of it covers that arithmetic's own rounding.
+EVALUATION = 2.0 ** -40
+
+
+def gamma(n: int) -> float:
+    """The bound factor on |computed - exact| / sum|terms| for a float32 sum of n terms (products included)."""
+    n = max(int(n), 1)
+    deterministic = n * U / (1.0 - n * U) if n * U < 1 else math.inf
+    probabilistic = math.expm1(LAMBDA * math.sqrt(n) * U + n * U * U / (1.0 - U))
+    return min(deterministic, probabilistic)
