@@ -13,7 +13,7 @@ from reference.routing import replayed_decisions
 from reference.step import backward_order
 from reference.taps import FORWARD_TAPS, stage_inputs
 
-from .compare import compare_sides, compare_tensor, tensor_kind
+from .compare import TensorResult, compare_sides, compare_tensor, tensor_kind
 from .sides import reference_model_for
 
 
@@ -24,6 +24,15 @@ LOSS_STAGES = {
     "mining.negatives": ["loss.cls_per_prior", "match.labels"],
     "loss.total": ["loc_head", "targets.loc", "loss.cls_per_prior", "match.matched_idx", "match.labels",
                    "mining.negatives"],  # -> loss.loc, loss.conf, loss.total
+}
+
+
+# What each loss stage produces (the tensors a stage that raised fails at).
+LOSS_STAGE_OUTPUTS = {
+    "match.matched_idx": ["match.matched_idx", "match.labels", "targets.loc"],
+    "loss.cls_per_prior": ["loss.cls_per_prior"],
+    "mining.negatives": ["mining.negatives"],
+    "loss.total": ["loss.loc", "loss.conf", "loss.total"],
 }
 
 
@@ -43,13 +52,26 @@ def _isolated(name, traces, native, reference, context=None):
     return result
 
 
+def _raised(names, traces, error: Exception) -> list:
+    """A stage that raised fails, with the native module's message, at every tensor it should have produced."""
+    scenario = traces.scenario
+    reason = f"the isolated stage raised {type(error).__name__}: {error}"
+    return [TensorResult(name, tensor_kind(name), scenario.id, scenario.batch_size, list(np.shape(traces.reference[name])),
+                         str(traces.reference[name].dtype), "fail", [reason], mode="isolated") for name in names]
+
+
 def forward_stage_results(traces, native_model) -> list:
     images = traces.scenario.images()
     results = []
     for tap in FORWARD_TAPS:
         inputs = {name: images if name == "input" else np.ascontiguousarray(traces.reference[name])
                   for name in stage_inputs(tap)}
-        results.append(_isolated(tap, traces, native_model.isolated(tap, inputs)[tap], traces.reference))
+        try:
+            output = native_model.isolated(tap, inputs)[tap]
+        except Exception as error:  # the native module raises; it never crashes the process
+            results += _raised([tap], traces, error)
+            continue
+        results.append(_isolated(tap, traces, output, traces.reference))
     return results
 
 
@@ -63,7 +85,11 @@ def loss_stage_results(traces, native_model) -> list:
     results = []
     for stage, input_taps in LOSS_STAGES.items():
         inputs = {name: _native_input(reference[name]) for name in input_taps}
-        outputs = native_model.isolated(stage, inputs, list(boxes), list(labels))
+        try:
+            outputs = native_model.isolated(stage, inputs, list(boxes), list(labels))
+        except Exception as error:
+            results += _raised(LOSS_STAGE_OUTPUTS[stage], traces, error)
+            continue
         for name, value in outputs.items():
             results.append(_isolated(name, traces, value, reference, mining_context if name == "mining.negatives" else None))
     return results
@@ -77,9 +103,12 @@ def backward_stage_results(traces, native_model) -> list:
     grads = {name.removeprefix("grad/"): np.ascontiguousarray(value) for name, value in reference.items()
              if name.startswith("grad/")}
     pool_argmax, relu_pass = replayed_decisions(reference_model, reference, traces.routing)
-    outputs = native_model.isolated_backward(
-        forward_state, grads, {tap: a.numpy() for tap, a in pool_argmax.items()},
-        {tap: m.numpy().astype(np.uint8) for tap, m in relu_pass.items()})
+    try:
+        outputs = native_model.isolated_backward(
+            forward_state, grads, {tap: a.numpy() for tap, a in pool_argmax.items()},
+            {tap: m.numpy().astype(np.uint8) for tap, m in relu_pass.items()})
+    except Exception as error:
+        return _raised(backward_order(reference_model), traces, error)
     return [_isolated(name, traces, outputs.get(name), reference) for name in backward_order(reference_model)]
 
 

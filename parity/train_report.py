@@ -38,8 +38,12 @@ def learning_check(report: TrajectoryReport) -> dict:
     check["unchanged_parameters"] = {s: [k for k, moved in report.initial_parameters_changed[s].items() if not moved]
                                      for s in sides}
     check["nonfinite"] = any(not np.isfinite(v) for step in report.steps for v in step.train_loss.values())
+    # The train loss's trend compares two epochs' means: a run within one epoch cannot judge it, and says so.
+    one_epoch = len({s.epoch for s in report.steps}) < 2
+    check["not_judged"] = ["train loss trend (needs two epochs)"] if one_epoch else []
     check["learns"] = (all(last_val[s] < first_val[s] for s in sides)
-                       and all(check["train_last_epoch_mean"][s] < check["train_first_epoch_mean"][s] for s in sides)
+                       and (one_epoch
+                            or all(check["train_last_epoch_mean"][s] < check["train_first_epoch_mean"][s] for s in sides))
                        and not any(check["unchanged_parameters"].values()) and not check["nonfinite"])
     return check
 
@@ -142,6 +146,8 @@ def print_train_summary(data: dict, console: Console | None = None) -> None:
                       f"{learning['train_first_epoch_mean']['native']:.4g} -> "
                       f"{learning['train_last_epoch_mean']['native']:.4g} (native); unchanged parameters: "
                       f"{learning['unchanged_parameters']}; {'learns' if learning['learns'] else '[red]does not learn[/red]'}")
+        for criterion in learning.get("not_judged", []):
+            console.print(f"not judged with these steps: {criterion}")
     verdict = "[green]PASS[/green]" if data["passed"] else "[red]FAIL[/red]"
     compared = sum(s["compared"] for s in data["steps"])
     console.print(f"{verdict}: {len(data['steps'])} steps, {compared} tensors compared, "

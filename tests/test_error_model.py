@@ -133,3 +133,18 @@ def test_a_relu_sign_flip_that_is_not_a_near_tie_is_never_replayed():
     found = find_routing_ties(reference_model_for(t.scenario), native, t.reference, t.oracle, window=_window(t, native))
     entry = found.get(tap)
     assert entry is None or not bool((entry[1] | entry[2])[0, 0, blocked[0], blocked[1]])
+
+
+@pytest.mark.parametrize("scenario", ["narrow", "border_tiny_shared", "many_boxes", "empty_image"])
+def test_a_doubled_loss_target_or_loss_gradient_fails_in_every_scenario(scenario):
+    """With the oracle matching as the float32 sides do at its near-ties, the loss stages' bounds stay tight: twice
+    the right value fails at the tensor doubled, in scenarios with priors at the IoU threshold too."""
+    t = run_sides(scenario_for(scenario, 2))
+    model = error_model_for(t)
+    for name in ("loss.loc", "targets.loc", "grad/loc_head"):
+        edited = dict(t.native)
+        edited[name] = (2 * t.native[name]).astype(np.float32)
+        results = {r.name: r for r in compare_traces(f"{scenario}-B2", 2, edited, t.reference, t.oracle,
+                                                     error_model=model)}
+        assert not results[name].passed, (name, results[name].bound)
+        assert results[name].mismatches > 0 and not results[name].harness_error

@@ -197,3 +197,28 @@ def test_wrong_weight_in_one_layer_is_localized_forward_and_backward(narrow_weig
     weights[key][[0, 1]] = weights[key][[1, 0]]  # two output channels swapped
     isolated = isolated_results(traces_for("narrow", 2), ssd_native.ModelFloat32(weights))
     assert [r.name for r in isolated if not r.passed] == ["extras.conv8_1", "grad/backbone.conv7"]
+
+
+class _RaisingStage:
+    """The native model, except that one isolated stage raises (a port whose mining reads a tensor it lacks)."""
+
+    def __init__(self, model, stage):
+        self.model, self.stage = model, stage
+
+    def isolated(self, stage, *args):
+        if stage == self.stage:
+            raise ValueError(f"isolated stage {stage!r} needs 'loss.extra', which was not given")
+        return self.model.isolated(stage, *args)
+
+    def isolated_backward(self, *args):
+        return self.model.isolated_backward(*args)
+
+
+def test_an_isolated_stage_that_raises_fails_there_with_its_message_and_the_rest_is_judged(narrow_weights):
+    model = _RaisingStage(ssd_native.ModelFloat32(narrow_weights), "mining.negatives")
+    isolated = isolated_results(traces_for("narrow", 2), model)
+    failed = [r for r in isolated if not r.passed]
+    assert [r.name for r in failed] == ["mining.negatives"]
+    assert "raised ValueError" in failed[0].reasons[0] and "loss.extra" in failed[0].reasons[0]
+    assert len(isolated) == 166
+    assert build_report(isolated)["runs"][0]["isolated"]["failed"] == 1

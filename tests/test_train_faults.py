@@ -26,3 +26,21 @@ def test_gradients_not_zeroed_fail_at_step_two():
 def test_a_layer_that_never_learns_is_named_at_step_one():
     first = _first_divergence("frozen_layer")
     assert (first["step"], first["name"]) == (1, "momentum/backbone.extra.1.2.weight"), first
+
+
+def _made_up_report(epochs, validation=(2.0, 1.5)):
+    from types import SimpleNamespace
+
+    steps = [SimpleNamespace(epoch=e, train_loss={"native": loss, "reference": loss}) for e, loss in epochs]
+    return SimpleNamespace(
+        steps=steps, validation=[{"loss": {"native": v, "reference": v}} for v in validation],
+        initial_parameters_changed={"native": {"w": True}, "reference": {"w": True}})
+
+
+def test_a_run_within_one_epoch_says_the_train_trend_is_not_judged_and_passes():
+    from parity.train_report import learning_check
+
+    one_epoch = learning_check(_made_up_report([(0, 2.0), (0, 2.1)]))
+    assert one_epoch["learns"] and one_epoch["not_judged"] == ["train loss trend (needs two epochs)"]
+    rising = learning_check(_made_up_report([(0, 2.0), (1, 2.1)]))
+    assert not rising["learns"] and rising["not_judged"] == []
