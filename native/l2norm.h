@@ -22,8 +22,9 @@ void l2norm_forward(T* out, T* norm, const T* inp, const T* scale, int C, int HW
   for (int p = 0; p < HW; ++p) norm[p] = T(0);
   for (int c = 0; c < C; ++c)
     for (int p = 0; p < HW; ++p) norm[p] += inp[int64_t(c) * HW + p] * inp[int64_t(c) * HW + p];
-  for (int p = 0; p < HW; ++p) norm[p] = std::sqrt(norm[p]);
-  const T eps = fault_on(Fault::L2NormWithoutEps) ? T(0) : T(kL2NormEps);
+  const bool inside = fault_on(Fault::L2NormEpsInsideSqrt);  // the bug: sqrt(||x||^2 + eps), no clamp
+  for (int p = 0; p < HW; ++p) norm[p] = std::sqrt(norm[p] + (inside ? T(kL2NormEps) : T(0)));
+  const T eps = fault_on(Fault::L2NormWithoutEps) || inside ? T(0) : T(kL2NormEps);
   for (int c = 0; c < C; ++c)
     for (int p = 0; p < HW; ++p) {
       const T denom = std::max(norm[p], eps);

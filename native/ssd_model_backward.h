@@ -68,8 +68,14 @@ void Model<T>::conv_backward(const std::string& out, const std::string& in, cons
   if (frozen) unused_w = Tensor<T>(weight(prefix + ".weight").shape), unused_b = Tensor<T>(weight(prefix + ".bias").shape);
   Tensor<T>& dw = frozen ? unused_w : param_grads_.at(prefix + ".weight");
   Tensor<T>& db = frozen ? unused_b : param_grads_.at(prefix + ".bias");
-  conv2d_backward(dinp, dw.ptr(), db.ptr(), dpre.data(), x.ptr(), B, weight(prefix + ".weight").ptr(), g,
-                  backward_scratch_);
+  // The Bf16SavedActivations fault: the layer's input was saved for its backward in bfloat16.
+  std::vector<T> saved;
+  if (fault_on(Fault::Bf16SavedActivations) && prefix == kSubtleFaultLayer) {
+    saved.assign(x.data.begin(), x.data.end());
+    for (T& v : saved) v = T(round_to_bfloat16(float(v)));
+  }
+  conv2d_backward(dinp, dw.ptr(), db.ptr(), dpre.data(), saved.empty() ? x.ptr() : saved.data(), B,
+                  weight(prefix + ".weight").ptr(), g, backward_scratch_);
 }
 
 // d loss / d head outputs -> grad/loc_head, grad/conf_head, then through the head convs into the six sources

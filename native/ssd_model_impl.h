@@ -103,6 +103,26 @@ void Model<T>::record_index(const std::string& name, Tensor<int64_t> value) {
   tap_order_.push_back(name);
 }
 
+// The ladder's convolution faults (faults.h) on copies of one layer's weight (OC,C,KH,KW) and bias (OC); false when
+// none is on.
+template <typename T>
+bool subtle_conv_faults(const Tensor<T>& weight, const Tensor<T>& bias, std::vector<T>& w, std::vector<T>& b) {
+  const bool drop = fault_on(Fault::ConvLastTermDropped), bf16 = fault_on(Fault::Bf16Weights);
+  const bool off = fault_on(Fault::BiasChannelOff), twice = fault_on(Fault::BiasAddedTwice);
+  if (!(drop || bf16 || off || twice)) return false;
+  w.assign(weight.data.begin(), weight.data.end());
+  b.assign(bias.data.begin(), bias.data.end());
+  const int64_t per_output = weight.numel() / weight.dim(0);
+  if (drop)  // each output's sum stops one term short: the last input channel's last tap is left out
+    for (int64_t o = 0; o < weight.dim(0); ++o) w[o * per_output + per_output - 1] = T(0);
+  if (bf16)
+    for (T& v : w) v = T(round_to_bfloat16(float(v)));
+  if (off) b[0] *= T(1 + 1e-3);
+  if (twice)
+    for (T& v : b) v += v;
+  return true;
+}
+
 template <typename T>
 void Model<T>::run_conv(const std::string& out, const std::string& in, const std::string& prefix, int stride,
                         int pad, int dil, bool relu) {
@@ -116,10 +136,17 @@ void Model<T>::run_conv(const std::string& out, const std::string& in, const std
     auto [entry, added] = inference_packed_.try_emplace(prefix);
     packed = &entry->second, kept = !added;
   }
-  conv2d_forward(y.ptr(), x.ptr(), B, weight(prefix + ".weight").ptr(), g, *packed,
-                 ConvEpilogue<T>{weight(prefix + ".bias").ptr(), relu}, kept);
+  const T* w = weight(prefix + ".weight").ptr();
+  const T* bias = weight(prefix + ".bias").ptr();
+  std::vector<T> broken_w, broken_bias;
+  if (prefix == kSubtleFaultLayer && subtle_conv_faults(weight(prefix + ".weight"), weight(prefix + ".bias"), broken_w,
+                                                        broken_bias)) {
+    w = broken_w.data(), bias = broken_bias.data(), packed = &packed_weight_, kept = false;
+  }
+  conv2d_forward(y.ptr(), x.ptr(), B, w, g, *packed, ConvEpilogue<T>{bias, relu}, kept);
   record(out, std::move(y));
 }
+
 
 template <typename T>
 void Model<T>::run_op(const Op& op) {

@@ -72,7 +72,9 @@ void Model<T>::mining_stage() {
 template <typename T>
 T Model<T>::loss_normalizer() const {
   const Tensor<int64_t>& matched = index_taps_.at("match.matched_idx");
-  return T(std::max<int64_t>(1, std::count_if(matched.data.begin(), matched.data.end(), [](int64_t m) { return m >= 0; })));
+  // The FirstImageNormalizer fault: only the first image's matched priors are counted.
+  const auto end = fault_on(Fault::FirstImageNormalizer) ? matched.data.begin() + matched.dim(1) : matched.data.end();
+  return T(std::max<int64_t>(1, std::count_if(matched.data.begin(), end, [](int64_t m) { return m >= 0; })));
 }
 
 // loc_head, targets.loc, match.*, loss.cls_per_prior, mining.negatives -> loss.loc, loss.conf, loss.total
@@ -100,6 +102,16 @@ void Model<T>::loss_sums_stage() {
   for (int64_t i = 0; i < B * P; ++i) {
     if (cls_target.ptr()[i] > 0) cls_sum_fg += cls_loss.ptr()[i];
     if (negatives.ptr()[i]) cls_sum_neg += cls_loss.ptr()[i];
+  }
+  if (fault_on(Fault::LossSumFloatInOrder)) {  // one float sum each, in prior order: within float32's error model
+    T box = 0, fg = 0, neg = 0;
+    for (int64_t i = 0; i < B * P; ++i) {
+      if (matched.ptr()[i] >= 0)
+        for (int j = 0; j < 4; ++j) box += smooth_l1(loc.ptr()[4 * i + j] - target_loc.ptr()[4 * i + j]);
+      if (cls_target.ptr()[i] > 0) fg += cls_loss.ptr()[i];
+      if (negatives.ptr()[i]) neg += cls_loss.ptr()[i];
+    }
+    box_sum = box, cls_sum_fg = fg, cls_sum_neg = neg;
   }
   const T normalizer = loss_normalizer();
   const T loss_loc = T(box_sum) / normalizer, loss_conf = T(cls_sum_fg + cls_sum_neg) / normalizer;

@@ -64,6 +64,8 @@ def _case_summary(name: str, batch_size: int) -> dict:
         "results": results,
         "facts": scenario_facts(traces.scenario, traces.reference, traces.native),
         "coverage": _coverage(traces),
+        "gradient_coverage": {name: bool(np.any(value)) for name, value in traces.oracle.items()
+                              if name.startswith("grad/")},
     }
     traces.drop_native()
     summary["isolated"] = isolated_results(traces, native_model_for(traces.scenario))
@@ -86,6 +88,11 @@ def facts_for(name: str, batch_size: int) -> dict:
 
 def parameter_coverage(name: str, batch_size: int) -> dict:
     return case_summary(name, batch_size)["coverage"]
+
+
+def gradient_coverage(name: str, batch_size: int) -> dict:
+    """grad/<tap> -> whether the oracle's gradient there is non-zero in this case (its stage's backward is exercised)."""
+    return case_summary(name, batch_size)["gradient_coverage"]
 
 
 def _coverage(traces) -> dict:

@@ -108,20 +108,27 @@ def cmd_faults(args) -> int:
         raise ValueError(f"unknown fault(s) {sorted(unknown)}; known: {', '.join(f.name for f in CATALOGUE)}")
     table = Table(title="fault catalogue: each bug on, the parity run's verdict", title_justify="left")
     for column in ("fault", "what it does", "scenario", "starts at", "detected", "first divergence (propagated / "
-                   "isolated)", "sentinel", "localized"):
+                   "isolated)", "sentinel", "localized", "margin (native / reference)"):
         table.add_column(column, overflow="fold")  # tensor names are shown whole
-    all_localized = True
+    as_expected = True
     for number, fault in enumerate(chosen, 1):
         with console.status(f"[{number}/{len(chosen)}] {fault.name} on {fault.scenario}-B{fault.batch_size}"):
             outcome = check_fault(fault)
-        all_localized &= outcome.detected and outcome.localized
         sentinel = f"{fault.nonfinite}: {outcome.first_nonfinite}" if fault.nonfinite else "-"
-        table.add_row(fault.name, fault.does, f"{fault.scenario} B{fault.batch_size}", fault.starts_at,
-                      "[green]yes[/green]" if outcome.detected else "[red]no[/red]",
-                      f"{outcome.first_divergence} / {outcome.first_isolated}", sentinel,
-                      "[green]yes[/green]" if outcome.localized else "[red]no[/red]")
+        margin = ("exact" if outcome.margin is None
+                  else f"{outcome.margin:.3g} / {outcome.reference_margin:.3g}")
+        if fault.within_model:  # must pass: no detection expected
+            as_expected &= not outcome.detected
+            detected = "[red]yes[/red]" if outcome.detected else "[green]no (inside the error model)[/green]"
+            localized = "-"
+        else:
+            as_expected &= outcome.detected and outcome.localized
+            detected = "[green]yes[/green]" if outcome.detected else "[red]no[/red]"
+            localized = "[green]yes[/green]" if outcome.localized else "[red]no[/red]"
+        table.add_row(fault.name, fault.does, f"{fault.scenario} B{fault.batch_size}", fault.starts_at, detected,
+                      f"{outcome.first_divergence} / {outcome.first_isolated}", sentinel, localized, margin)
     console.print(table)
-    return 0 if all_localized else 1
+    return 0 if as_expected else 1
 
 
 def cmd_train(args) -> int:

@@ -22,6 +22,9 @@ class Fault:
     starts_at: str  # the tensor where it starts: the first divergence, propagated and isolated
     sees: str  # what a person sees in the report
     nonfinite: str | None = None  # "forward" / "backward": the native side turns non-finite first at starts_at
+    # A change that stays inside float32's error model (another summation order): it must pass, and the report
+    # shows how much less accurate than the reference it is at starts_at.
+    within_model: bool = False
 
 
 CATALOGUE = [
@@ -54,6 +57,28 @@ CATALOGUE = [
           "narrow", 2, "mining.negatives", "mining.negatives has one extra index per image"),
     Fault("swapped_variances", "box encoding with 0.2 for centres and 0.1 for sizes (weights 5, 5, 10, 10)",
           "narrow", 2, "targets.loc", "targets.loc differs at every matched prior; matching passes"),
+    # The sensitivity ladder: subtle bugs real ports have had; the convolution ones on conv2_1.
+    Fault("conv_last_term_dropped", "conv2_1's accumulation stops one term short (its last channel's last tap)",
+          "narrow", 2, "backbone.conv2_1", "conv2_1 differs by one product per output; everything before passes"),
+    Fault("bf16_weights", "conv2_1's weights rounded to bfloat16 on a fast path",
+          "narrow", 2, "backbone.conv2_1", "conv2_1 is off by about 1e-3 of its terms' magnitude"),
+    Fault("bf16_saved_activations", "conv2_1's input saved in bfloat16 for its backward",
+          "narrow", 2, "param_grad/backbone.features.5.weight", "the forward and every activation gradient pass; "
+          "conv2_1's weight gradient is off by about 1e-3 of its terms' magnitude"),
+    Fault("bias_channel_off", "conv2_1's bias of output channel 0 off by a relative 1e-3",
+          "narrow", 2, "backbone.conv2_1", "a change of 5e-5 in one channel, below float32's error at that layer"),
+    Fault("bias_added_twice", "conv2_1's bias added twice",
+          "narrow", 2, "backbone.conv2_1", "every channel of conv2_1 off by its bias"),
+    Fault("l2norm_eps_inside_sqrt", "L2Norm as x / sqrt(||x||^2 + eps) instead of x / max(||x||, eps)",
+          "zero_image", 2, "grad/backbone.conv4_3",
+          "forward identical; at all-zero pixels the gradient is s g / 1e-6 instead of s g / 1e-12"),
+    Fault("first_image_normalizer", "the loss normalised by the first image's positives instead of the batch's",
+          "narrow", 2, "loss.loc", "loss.loc and loss.conf scaled by the ratio of positives; batch 1 passes"),
+    Fault("approximate_exp", "a fast exp good to 13 bits (relative error up to 1.2e-4) in the softmax",
+          "narrow", 2, "loss.cls_per_prior", "the per-prior class losses off by about 1e-4"),
+    Fault("loss_sum_float_in_order", "the loss sums accumulated in float, in prior order (not pairwise or in double)",
+          "narrow", 2, "loss.conf", "passes: inside float32's error model; the report shows its margin against the "
+          "reference's", within_model=True),
 ]
 
 
@@ -75,6 +100,8 @@ class FaultOutcome:
     first_isolated: str | None  # isolated mode
     first_nonfinite: str | None  # the sentinel: native side, the fault's phase
     reference_finite_there: bool
+    margin: float | None = None  # at starts_at, propagated: the native's largest error / bound (None: exact tensor)
+    reference_margin: float | None = None
 
     @property
     def localized(self) -> bool:
@@ -93,6 +120,7 @@ def check_fault(fault: Fault, batch_size: int | None = None) -> FaultOutcome:
         results = parity_results(traces, native_model_for(scenario))
     run = build_report(results)["runs"][0]
     hit = run["nonfinite"]["native"][fault.nonfinite] if fault.nonfinite else None
+    at = next(r for r in results if r.name == fault.starts_at and r.mode == "propagated")
     return FaultOutcome(
         fault=fault,
         detected=run["failed"] > 0 or run["isolated"]["failed"] > 0,
@@ -100,4 +128,5 @@ def check_fault(fault: Fault, batch_size: int | None = None) -> FaultOutcome:
         first_isolated=(run["isolated"]["first_divergence"] or {}).get("name"),
         first_nonfinite=hit["name"] if hit else None,
         reference_finite_there=bool(hit and hit["other_side_finite"]),
+        margin=at.bound.get("native_margin"), reference_margin=at.bound.get("reference_margin"),
     )

@@ -14,6 +14,7 @@ from reference.step import backward_order
 from reference.taps import FORWARD_TAPS, stage_inputs
 
 from .compare import TensorResult, compare_sides, compare_tensor, tensor_kind
+from .error_model import U
 from .sides import reference_model_for
 
 
@@ -36,6 +37,12 @@ LOSS_STAGE_OUTPUTS = {
 }
 
 
+# A tensor an isolated stage computes from its own other outputs (loss.total = loss.loc + loss.conf, all three from
+# the loss-sum stage): held to the sum of their bounds, plus the addition's rounding, not to the propagated rule's,
+# which reads the deviations the reference's own loss.loc and loss.conf had.
+COMPOSED = {"loss.total": ("loss.loc", "loss.conf")}
+
+
 def _native_input(value: np.ndarray) -> np.ndarray:
     """Index taps travel as int64 (mining.negatives is bool in the traces)."""
     return np.ascontiguousarray(value.astype(np.int64) if value.dtype == np.bool_ else value)
@@ -46,6 +53,9 @@ def _isolated(name, traces, native, reference, context=None):
     # The stage was fed the reference's inputs: its output is held to the reference's own bound (own rounding plus
     # the reference's input deviations carried through the stage).
     bound = traces.reference_bounds.get(name)
+    if name in COMPOSED and all(part in traces.reference_bounds for part in COMPOSED[name]):
+        bound = sum(traces.reference_bounds[part].astype(np.float64) for part in COMPOSED[name])
+        bound = bound + 2 * U * np.abs(traces.oracle[name])
     result = compare_tensor(name, scenario.id, scenario.batch_size, native, reference[name], traces.oracle[name],
                             context=context, bounds=None if bound is None else (bound, bound))
     result.mode = "isolated"

@@ -4,8 +4,8 @@ reference, per scenario and batch size; and the coverage of parameter gradients.
 import numpy as np
 import pytest
 
-from .cases import (CASES, FULL_SSD300_GROUP, NARROW_SCENARIOS, case_params, facts_for, judge, parameter_coverage,
-                    results_for, sweep_params, tensor_names)
+from .cases import (CASES, FULL_SSD300_GROUP, NARROW_SCENARIOS, case_params, facts_for, gradient_coverage, judge,
+                    parameter_coverage, results_for, scenario_for, sweep_params, tensor_names)
 
 NAMES = tensor_names()
 
@@ -43,6 +43,20 @@ def test_every_parameter_receives_gradient_somewhere_in_the_sweep():
     for name, batch in CASES:
         dead -= {k for k, c in parameter_coverage(name, batch).items() if c["native_nonzero"]}
     assert not dead, f"parameters with zero native gradient in every case: {sorted(dead)}"
+
+
+# Reads every case, the full SSD300's included (see above).
+@pytest.mark.xdist_group(FULL_SSD300_GROUP)
+@pytest.mark.parametrize("config", ["narrow", "ssd300"])
+def test_every_backward_stage_is_exercised_somewhere_in_the_sweep(config):
+    """Each stage's backward (every layer, the L2Norm, each head level) receives a non-zero gradient in at least one
+    case of its config: a stage whose output gradient is zero in every case would be judged on zeros alone, and a
+    broken backward there would pass."""
+    cases = [(name, batch) for name, batch in CASES if scenario_for(name, batch).config == config]
+    unexercised = set(NAMES["backward"]) - {n for n in NAMES["backward"] if not n.startswith("grad/")}
+    for name, batch in cases:
+        unexercised -= {tap for tap, live in gradient_coverage(name, batch).items() if live}
+    assert not unexercised, f"{config}: gradients that are zero in every case: {sorted(unexercised)}"
 
 
 @pytest.mark.parametrize("batch_size", [1, 2, 4])

@@ -12,7 +12,11 @@ def test_catalogue_covers_every_native_fault_switch():
     assert [f.name for f in CATALOGUE] == ssd_native.fault_names()
 
 
-@pytest.mark.parametrize("fault", CATALOGUE, ids=[f.name for f in CATALOGUE])
+BUGS = [f for f in CATALOGUE if not f.within_model]
+WITHIN_MODEL = [f for f in CATALOGUE if f.within_model]
+
+
+@pytest.mark.parametrize("fault", BUGS, ids=[f.name for f in BUGS])
 def test_fault_is_detected_and_localized(fault):
     outcome = check_fault(fault)
     assert outcome.detected, f"{fault.name}: the parity run passed with the fault on"
@@ -37,3 +41,10 @@ def test_faults_are_switched_by_name_and_rejected_when_unknown():
     assert ssd_native.active_faults() == []
     with pytest.raises(ValueError, match=r"unknown fault 'softmax'; known faults: softmax_without_max, "):
         ssd_native.set_faults(["softmax"])
+
+
+@pytest.mark.parametrize("fault", WITHIN_MODEL, ids=[f.name for f in WITHIN_MODEL])
+def test_a_change_inside_float32s_error_model_passes_and_shows_its_margin(fault):
+    outcome = check_fault(fault)
+    assert not outcome.detected, f"{fault.name}: a correct float32 computation was flagged"
+    assert outcome.margin is not None and 0 < outcome.margin <= 1 and outcome.reference_margin is not None
