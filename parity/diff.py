@@ -45,11 +45,15 @@ def _metrics_table(result) -> Table:
         ("shape, dtype", f"{tuple(result.shape)} {result.dtype}"),
         ("native vs reference", f"max abs {m['max_abs']:.3g}, max rel {m['max_rel']:.3g}, NMSE {m['nmse']:.3g}, "
                                 f"cosine {m['cosine']:.9f}, max ULP {m['max_ulp']}"),
-        ("vs float64 oracle", f"native {o['native_error']:.3g}, reference {o['reference_error'] or 0:.3g}, "
-                              f"ratio {o['ratio'] if o['ratio'] is None else round(o['ratio'], 3)}"),
-        ("bound", f"{result.bound['value']:.3g} = {result.bound['derivation']}"),
+        ("vs float64 oracle", f"native {o['native_error']:.3g}, reference {o['reference_error'] or 0:.3g}"
+                              + (f", ratio {round(o['ratio'], 3)}" if o.get("ratio") is not None else "")),
+        ("bound", f"{result.bound['value']:.3g} = {result.bound['derivation']}"
+                  + (" (the largest of the per-element bounds)" if "native_margin" in result.bound else "")),
         ("elements beyond bound", f"{result.mismatches} of {int(np.prod(result.shape))}"),
     ]
+    if "native_margin" in result.bound:
+        rows.append(("margin: largest error / bound", f"native {result.bound['native_margin']:.3g}, reference "
+                                                      f"{result.bound['reference_margin']:.3g} (1 is the bound)"))
     if result.strict64:
         s = result.strict64
         rows.append(("native float64 vs oracle", f"max abs {s['max_abs']:.3g} (bound {s['bound']['derivation']})"))
@@ -59,14 +63,19 @@ def _metrics_table(result) -> Table:
 
 
 def _worst_table(result) -> Table:
-    table = Table(title="worst elements (by |native - float64 oracle|)", title_justify="left")
-    for column in ("#", "index", "meaning", "native", "reference", "oracle", "|native - oracle|"):
+    by_margin = bool(result.worst) and "margin" in result.worst[0]
+    title = "worst elements (by |native - float64 oracle| / bound)" if by_margin else \
+        "worst elements (by |native - float64 oracle|)"
+    table = Table(title=title, title_justify="left")
+    for column in ("#", "index", "meaning", "native", "reference", "oracle", "|native - oracle|") + \
+            (("bound", "error / bound") if by_margin else ()):
         table.add_column(column)
     for rank, row in enumerate(result.worst, 1):
         table.add_row(
             str(rank), str(tuple(row["index"])), format_meaning(row["meaning"]), f"{row['native']:.9g}",
             f"{row['reference']:.9g}", f"{row.get('oracle', float('nan')):.9g}",
             f"{row['abs_error']:.3g}" if "abs_error" in row else row.get("note", "differs"),
+            *((f"{row['bound']:.3g}", f"{row['margin']:.3g}") if by_margin else ()),
         )
     return table
 

@@ -70,14 +70,17 @@ def _run_table(report: dict) -> str:
 def _tensor_row(t: dict, base: Path | None) -> str:
     worst = t["worst"][0] if t["worst"] else None
     where = " ".join(f"{k}={v}" for k, v in worst["meaning"].items()) if worst else ""
-    ratio = t["oracle"].get("ratio") if t["oracle"] else None
+    margin = t["bound"].get("native_margin")
+    # The error model's margins (largest error / bound, native and reference); the older rule's error ratio else.
+    room = (f"{_fmt(margin)} / {_fmt(t['bound'].get('reference_margin'))}" if margin is not None
+            else _fmt(t["oracle"].get("ratio") if t["oracle"] else None))
     reasons = "<br>".join(html.escape(r) for r in t["reasons"])
     links = " ".join(f"<a href='{html.escape(path)}'>{label}</a>" for label, path in _pictures(t["name"], t["case"], base))
     cells = [
         f"<code>{html.escape(t['name'])}</code>" + (f"<br>{links}" if links else ""),
         t["kind"], _fmt(tuple(t["shape"])),
         _fmt(t["metrics"].get("max_abs")), _fmt(t["metrics"].get("max_rel")), _fmt(t["metrics"].get("nmse")),
-        _fmt(t["oracle"].get("native_error") if t["oracle"] else None), _fmt(ratio),
+        _fmt(t["oracle"].get("native_error") if t["oracle"] else None), room,
         _fmt(t["bound"].get("value")), _fmt(t["mismatches"]), _fmt(t["ties"]), html.escape(where),
     ]
     body = "".join(f"<td>{c}</td>" for c in cells)
@@ -85,7 +88,7 @@ def _tensor_row(t: dict, base: Path | None) -> str:
 
 
 HEADER = ("<tr><th>tensor</th><th>kind</th><th>shape</th><th>max abs</th><th>max rel</th><th>NMSE</th>"
-          "<th>native err vs f64</th><th>ratio to ref err</th><th>bound</th><th>beyond</th><th>ties</th>"
+          "<th>native err vs f64</th><th>margin: err / bound (native / ref)</th><th>largest bound</th><th>beyond</th><th>ties</th>"
           "<th>worst element</th><th>verdict</th><th>why</th></tr>")
 
 

@@ -199,7 +199,7 @@ class ErrorModel:
             return forward.split(self.deviation("grad/" + joined, side), shapes)[int(level)]
         readers = self.readers[tap]
         shape = self.value(tap).shape
-        terms = sum(backward.conv_terms(r.module, self.weights[r.weight_key]) if r.kind == "conv"
+        terms = sum(backward.conv_terms(self.weights[r.weight_key]) if r.kind == "conv"
                     else r.module.kernel_size ** 2 if r.kind == "pool" else 1 for r in readers)
         g = gamma(terms)
         total = torch.zeros(shape, dtype=torch.float64)

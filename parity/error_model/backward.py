@@ -11,7 +11,7 @@ from .forward import l2norm_parts
 from .rounding import U, ULPS, gamma
 
 
-def conv_terms(module, weight) -> int:
+def conv_terms(weight) -> int:
     """Terms one conv adds into each element of its input's gradient: OC * KH * KW (the stride-2 ones fewer)."""
     return weight.shape[0] * weight[0, 0].numel()
 
