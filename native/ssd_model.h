@@ -113,7 +113,6 @@ class Model {
   void record(const std::string& name, Tensor<T> value);
   void reset();
   void run_op(const Op& op);
-  void run_head_conv(bool loc, int k);
   std::pair<Tensor<T>, Tensor<T>> run_head_pair(int k);
   void join_head(bool loc);
   void make_priors();

@@ -184,17 +184,10 @@ void Model<T>::l2norm_stage(const Op& op, Tensor<T>& y) {
     l2norm_forward(y.ptr() + n * size, norm.ptr() + n * HW, x.ptr() + n * size, weight(op.param).ptr(), in.C, HW);
 }
 
-template <typename T>
-void Model<T>::run_head_conv(bool loc, int k) {
-  run_conv(std::string(loc ? "head.loc." : "head.conf.") + std::to_string(k), heads_.sources[k], head_param(loc, k),
-           1, 1, 1, /*relu=*/false);
-}
-
 // Source k's loc and conf convs as one convolution -> (head.loc.k, head.conf.k): both read the same map, so its
 // columns are packed once for loc + conf rows (the loc conv alone, 16-24 output channels, packed a 512-1024
 // channel map's columns for 3-4 row panels: 1.6-1.9x PyTorch's time at batch 1). Every output element is the same
-// sum in the same order as in a conv of its own (gemm_packed.h), so the two taps are bit for bit what run_head_conv
-// gives (tests/test_determinism.py, the isolated forward of a model's own trace).
+// sum in the same order as in a conv of its own (gemm_packed.h). The isolated replay runs the same function.
 template <typename T>
 std::pair<Tensor<T>, Tensor<T>> Model<T>::run_head_pair(int k) {
   const Tensor<T>& x = taps_.at(heads_.sources[k]);

@@ -72,7 +72,9 @@ void Model<T>::isolated(const std::string& name, std::map<std::string, Tensor<T>
     for (size_t k = 0; k < heads_.sources.size(); ++k)
       if (name == "head." + family + "." + std::to_string(k)) {
         need({heads_.sources[k]});
-        run_head_conv(loc, int(k));
+        // The forward's own path: the source's loc and conf convs as one (run_head_pair), the other output dropped.
+        auto outputs = run_head_pair(int(k));
+        record(name, std::move(loc ? outputs.first : outputs.second));
         return;
       }
     if (name == family + "_head") {

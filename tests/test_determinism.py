@@ -69,8 +69,8 @@ def test_gemm_kernel_choice_is_validated():
 
 @pytest.mark.parametrize("config", ["narrow", "ssd300"])
 def test_isolated_forward_of_the_own_trace_reproduces_it(config):
-    """Every forward stage fed its own input computes exactly what the whole forward did: among them each head conv
-    on its own (run_head_conv) against the forward's loc and conf convs of a source computed as one (run_head_pair)."""
+    """Every forward stage fed its own input computes exactly what the whole forward did (the isolated head convs run
+    the forward's own paired convolution, run_head_pair)."""
     model = native_model(config, 0, "float32")
     image = np.random.default_rng(1).standard_normal((2, 3, 300, 300)).astype(np.float32)
     trace = model.forward(image)
