@@ -118,6 +118,7 @@ class Model {
   void make_priors();
   void record_index(const std::string& name, Tensor<int64_t> value);
   void l2norm_stage(const Op& op, Tensor<T>& y);
+  void pool_stage(const Op& op, Tensor<T>& y);
   std::vector<int64_t> expected_shape(const std::string& tap, int64_t batch) const;
   void check_given(const std::string& stage, const std::string& tap, int64_t batch) const;
   bool is_relu_output(const std::string& tap) const;

@@ -154,21 +154,28 @@ void Model<T>::run_op(const Op& op) {
     run_conv(op.out, op.in, op.param, op.stride, op.pad, op.dilation, op.relu);
     return;
   }
+  const int B = int(taps_.at(op.in).dim(0));
+  const MapShape out = shapes_.at(op.out);
+  Tensor<T> y({B, out.C, out.H, out.W}, Uninitialized{});  // max-pool and L2Norm write every element
+  if (op.kind == OpKind::MaxPool)
+    pool_stage(op, y);
+  else
+    l2norm_stage(op, y);
+  record(op.out, std::move(y));
+}
+
+// x = taps_[op.in] (B,C,H,W) -> y (B,C,OH,OW), and each window's choice (pool_argmax_) kept for backward
+template <typename T>
+void Model<T>::pool_stage(const Op& op, Tensor<T>& y) {
   const Tensor<T>& x = taps_.at(op.in);
   const int B = int(x.dim(0));
   const MapShape in = shapes_.at(op.in), out = shapes_.at(op.out);
   const int64_t in_size = int64_t(in.C) * in.H * in.W, out_size = int64_t(out.C) * out.H * out.W;
-  Tensor<T> y({B, out.C, out.H, out.W}, Uninitialized{});  // max-pool and L2Norm write every element
-  if (op.kind == OpKind::MaxPool) {
-    std::vector<int32_t>& argmax = pool_argmax_[op.out];
-    argmax.resize(size_t(B) * out_size);
-    const PoolGeometry g{in.C, in.H, in.W, op.kernel, op.stride, op.pad, op.ceil_mode};
-    for (int n = 0; n < B; ++n)
-      maxpool_forward(y.ptr() + n * out_size, argmax.data() + n * out_size, x.ptr() + n * in_size, g);
-  } else {
-    l2norm_stage(op, y);
-  }
-  record(op.out, std::move(y));
+  std::vector<int32_t>& argmax = pool_argmax_[op.out];
+  argmax.resize(size_t(B) * out_size);
+  const PoolGeometry g{in.C, in.H, in.W, op.kernel, op.stride, op.pad, op.ceil_mode};
+  for (int n = 0; n < B; ++n)
+    maxpool_forward(y.ptr() + n * out_size, argmax.data() + n * out_size, x.ptr() + n * in_size, g);
 }
 
 // x = taps_[op.in] (B,C,H,W) -> y (B,C,H,W), and the per-pixel norms (B,H*W) kept for backward

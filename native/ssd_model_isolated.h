@@ -127,9 +127,15 @@ void Model<T>::isolated_backward(std::map<std::string, Tensor<T>> taps,
 
   for (const Op& op : backbone_) {
     if (op.kind == OpKind::MaxPool) {
-      // The window decisions are forward state: the reference's, validated so no index leaves its plane.
+      // The window decisions are forward state. Without a given one, the native side's own on the given input
+      // (the forward's own max-pool: a wrong argmax shows in isolation too); a given one (a near-tie the
+      // reference decided) is validated so no index leaves its plane.
       auto given = pool_argmax.find(op.out);
-      if (given == pool_argmax.end()) throw std::invalid_argument("isolated backward needs pool_argmax['" + op.out + "']");
+      if (given == pool_argmax.end()) {
+        Tensor<T> unused(taps_.at(op.out).shape);  // the given output tap stays
+        pool_stage(op, unused);
+        continue;
+      }
       const MapShape in = shapes_.at(op.in);
       const std::string what = "pool_argmax['" + op.out + "']";
       require_shape(what, given->second.shape, expected_shape(op.out, batch));
