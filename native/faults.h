@@ -33,6 +33,9 @@ enum class Fault : int {
   FirstImageNormalizer,   // the loss normalised by the first image's positives instead of the batch's
   ApproximateExp,         // a fast exp with a relative error of about 1e-4 in the softmax
   LossSumFloatInOrder,    // the loss sums accumulated in float, in order (inside float32's error model: must pass)
+  // Decision boundaries (the decision_boundaries scenario sits exactly on them).
+  IouThresholdStrict,     // a prior matched at IoU > 0.5 instead of >= 0.5
+  GtTieLastWins,          // a prior with two GTs of equal IoU takes the last instead of the first
   Count
 };
 
@@ -41,7 +44,8 @@ inline constexpr std::array<const char*, int(Fault::Count)> kFaultNames = {
     "l2norm_without_eps", "sqrt_backward_without_eps", "frozen_layer", "grads_not_zeroed",
     "aspect_ratio_order", "shared_prior_wrong_order", "negatives_off_by_one", "swapped_variances",
     "conv_last_term_dropped", "bf16_weights", "bf16_saved_activations", "bias_channel_off", "bias_added_twice", "l2norm_eps_inside_sqrt",
-    "first_image_normalizer", "approximate_exp", "loss_sum_float_in_order"};
+    "first_image_normalizer", "approximate_exp", "loss_sum_float_in_order",
+    "iou_threshold_strict", "gt_tie_last_wins"};
 
 // The layer FrozenLayer stops learning (state_dict prefix of conv8_2).
 inline const std::string kFrozenLayer = "backbone.extra.1.2";

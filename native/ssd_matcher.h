@@ -16,11 +16,15 @@ constexpr double kMatchThreshold = 0.5;
 // iou (M,P) -> matched (P) in [-1, M)
 template <typename T>
 void ssd_match(int64_t* matched, const T* iou, int M, int64_t P) {
+  const bool strict = fault_on(Fault::IouThresholdStrict), last_wins = fault_on(Fault::GtTieLastWins);
   for (int64_t p = 0; p < P; ++p) {
     int best = 0;
-    for (int m = 1; m < M; ++m)
-      if (iou[m * P + p] > iou[best * P + p]) best = m;
-    matched[p] = iou[best * P + p] >= T(kMatchThreshold) ? best : -1;
+    for (int m = 1; m < M; ++m) {
+      const T candidate = iou[m * P + p], incumbent = iou[best * P + p];
+      if (candidate > incumbent || (last_wins && candidate == incumbent)) best = m;
+    }
+    const T overlap = iou[best * P + p];
+    matched[p] = (strict ? overlap > T(kMatchThreshold) : overlap >= T(kMatchThreshold)) ? best : -1;
   }
   const bool reversed = fault_on(Fault::SharedPriorWrongOrder);
   for (int i = 0; i < M; ++i) {

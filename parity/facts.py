@@ -32,4 +32,16 @@ def scenario_facts(scenario, reference: dict, native: dict) -> dict:
         "tiny_boxes_matched": sum(int(np.isin(t, m).sum()) for t, m in zip(tiny, matched)),
         "zero_norm_pixels": int((np.abs(conv4_3).sum(axis=1) == 0).sum()),
         "nonfinite_native": int(sum(int((~np.isfinite(v)).sum()) for v in native.values() if v.dtype.kind == "f")),
+        "boundary_matches": _boundary_matches(scenario, matched),
     }
+
+
+def _boundary_matches(scenario, matched: np.ndarray) -> dict | None:
+    """Image 0 of a decision_boundaries scenario: the GT the reference matched to the prior at IoU exactly 0.5 and to
+    the prior between two equal boxes (parity/boundary_boxes.py)."""
+    if not scenario.spec(0).get("decision_boundaries"):
+        return None
+    from .boundary_boxes import boundary_boxes
+
+    marks = boundary_boxes()
+    return {"threshold": int(matched[0, marks.threshold_prior]), "tied": int(matched[0, marks.tied_prior])}

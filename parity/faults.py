@@ -79,6 +79,10 @@ CATALOGUE = [
     Fault("loss_sum_float_in_order", "the loss sums accumulated in float, in prior order (not pairwise or in double)",
           "narrow", 2, "loss.conf", "passes: inside float32's error model; the report shows its margin against the "
           "reference's", within_model=True),
+    Fault("iou_threshold_strict", "a prior matched at IoU > 0.5 instead of >= 0.5",
+          "decision_boundaries", 2, "match.matched_idx", "the prior at IoU exactly 0.5 stays background"),
+    Fault("gt_tie_last_wins", "a prior with two ground truths of equal IoU takes the last instead of the first",
+          "decision_boundaries", 2, "match.matched_idx", "the prior between the two equal boxes goes to the second"),
 ]
 
 

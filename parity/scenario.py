@@ -63,11 +63,20 @@ class Scenario:
         return batch
 
     def targets(self) -> list:
-        """Per image: (boxes (n,4) float32 pixels, labels (n,) int64); an "empty" spec has no boxes."""
+        """Per image: (boxes (n,4) float32 pixels, labels (n,) int64); an "empty" spec has no boxes, a
+        "decision_boundaries" spec adds the boxes that sit on the matcher's boundaries (parity/boundary_boxes.py)
+        after its own."""
         targets = []
         for i, scene in enumerate(self._scenes()):
             if self.spec(i).get("empty"):
                 targets.append((np.zeros((0, 4), np.float32), np.zeros(0, np.int64)))
+            elif self.spec(i).get("decision_boundaries"):
+                from .boundary_boxes import boundary_boxes
+
+                extra = boundary_boxes().boxes
+                labels = np.arange(len(extra), dtype=np.int64) % 3 + 1
+                targets.append((np.concatenate([scene.boxes, extra]).astype(np.float32),
+                                np.concatenate([scene.labels, labels])))
             else:
                 targets.append((scene.boxes, scene.labels))
         return targets

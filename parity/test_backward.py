@@ -86,3 +86,24 @@ def test_two_steps_reach_the_last_head_layers():
     coverage = parameter_coverage("two_steps", 2)
     for head in ("classification", "regression"):
         assert coverage[f"head.{head}_head.module_list.5.weight"]["reference_nonzero"]
+
+
+def test_the_decision_boundary_scenario_sits_on_its_boundaries():
+    """The boxes of parity/boundary_boxes.py in their scenario: the prior at IoU exactly 0.5 is matched (a `>`
+    would leave it background) and the prior between two equal boxes goes to the first of them, on the reference
+    and, compared exactly, on the native side."""
+    import torch
+    from torchvision.ops import box_iou
+
+    from .boundary_boxes import boundary_boxes, priors
+
+    marks = boundary_boxes()
+    boxes, _ = scenario_for("decision_boundaries", 2).targets()[0]
+    first = len(boxes) - len(marks.boxes)  # the boundary boxes follow the image's own
+    iou = box_iou(torch.from_numpy(boxes), priors())
+    assert float(iou[first, marks.threshold_prior]) == 0.5
+    assert float(iou[first + 1, marks.tied_prior]) == float(iou[first + 2, marks.tied_prior]) >= 0.5
+    matched = results_for("decision_boundaries", 2)["match.matched_idx"]
+    assert matched.passed
+    facts = facts_for("decision_boundaries", 2)
+    assert facts["boundary_matches"] == {"threshold": first, "tied": first + 1}
