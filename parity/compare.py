@@ -222,20 +222,22 @@ def _judge_against_oracle(result, native, reference, oracle, inherited, fed_by=N
 
 @dataclass
 class _Margins:
-    """|side - oracle| / bound, element by element: how many elements exceed their bound, the largest ratio and
-    where the largest ratios are (flat indices, largest first)."""
+    """|side - oracle| / bound, element by element: how many elements exceed their bound, the largest ratio, the
+    largest error, and where the largest ratios are (flat indices, largest first, with their errors)."""
 
     beyond: int
     largest: float
+    largest_error: float
     worst: np.ndarray
     worst_margins: np.ndarray
+    worst_errors: np.ndarray
 
 
 def _margins(side, oracle, bound) -> _Margins:
     """Block by block in cache. An element where the side or the oracle is not finite counts as 0 here (the
     non-finite check judges it); an infinite bound (not judgeable) as 0 too."""
     side, oracle, bound = side.ravel(), oracle.ravel(), bound.ravel()
-    beyond, largest, worst, worst_margins = 0, 0.0, [], []
+    beyond, largest, largest_error, worst, worst_margins, worst_errors = 0, 0.0, 0.0, [], [], []
     for start in range(0, side.size, BLOCK):
         block = slice(start, start + BLOCK)
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -244,23 +246,25 @@ def _margins(side, oracle, bound) -> _Margins:
             margin = np.where(error > 0, error / bound[block], 0.0)
         beyond += int(np.count_nonzero(error > bound[block]))
         largest = max(largest, float(margin.max(initial=0.0)))
+        largest_error = max(largest_error, float(error.max(initial=0.0)))
         top = _largest(margin, WORST_COUNT)
         worst.append(start + top)
         worst_margins.append(margin[top])
-    worst = np.concatenate(worst) if worst else np.zeros(0, dtype=np.int64)
-    worst_margins = np.concatenate(worst_margins) if worst_margins else np.zeros(0)
+        worst_errors.append(error[top])
+    if not worst:
+        return _Margins(0, 0.0, 0.0, np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0))
+    worst, worst_margins, worst_errors = map(np.concatenate, (worst, worst_margins, worst_errors))
     order = np.lexsort((worst, -worst_margins))[:WORST_COUNT]
-    return _Margins(beyond, largest, worst[order], worst_margins[order])
+    return _Margins(beyond, largest, largest_error, worst[order], worst_margins[order], worst_errors[order])
 
 
 def _judge_elementwise(result, native, reference, oracle, native_bound, reference_bound) -> None:
     """The float32 verdict under the error model: every element of the native side within its own bound, and
     the reference's float32, a correct implementation, within its own (else the bound is wrong: a harness error)."""
     if _all_finite(result, oracle):
-        result.metrics, errors = _measure_finite(native, reference, oracle)
+        result.metrics, _ = _measure_finite(native, reference, oracle)
     else:
         result.metrics = error_metrics(native, reference)
-        errors = _errors_any(native, reference, oracle)
     native_side = _margins(native, oracle, native_bound)
     reference_side = _margins(reference, oracle, reference_bound)
     judged = np.isfinite(native_bound)
@@ -273,8 +277,7 @@ def _judge_elementwise(result, native, reference, oracle, native_bound, referenc
         "unjudged": int(native_bound.size - np.count_nonzero(judged)),
     }
     result.mismatches = native_side.beyond
-    result.oracle = {"native_error": errors.largest, "reference_error": max_abs_difference(reference, oracle),
-                     "native_margin": native_side.largest, "reference_margin": reference_side.largest}
+    result.oracle = {"native_error": native_side.largest_error, "reference_error": reference_side.largest_error}
     if reference_side.beyond:
         result.harness_error = True
         where = _meaning(result.name, reference.shape, reference_side.worst)
@@ -287,8 +290,7 @@ def _judge_elementwise(result, native, reference, oracle, native_bound, referenc
         result.reasons.append(
             f"{native_side.beyond} of {native.size} elements beyond their bound (largest error/bound "
             f"{native_side.largest:.3g}, at {where}; the reference's largest {reference_side.largest:.3g})")
-    rows = _worst_rows(result.name, native, reference, oracle, native_side.worst,
-                       np.abs(native.ravel()[native_side.worst].astype(np.float64) - oracle.ravel()[native_side.worst]))
+    rows = _worst_rows(result.name, native, reference, oracle, native_side.worst, native_side.worst_errors)
     for row, flat, margin in zip(rows, native_side.worst, native_side.worst_margins):
         row.update({"bound": float(native_bound.ravel()[flat]), "margin": float(margin)})
     result.worst = rows
@@ -300,17 +302,6 @@ def _meaning(name, shape, worst) -> str:
     index = np.unravel_index(int(worst[0]), shape)
     meaning = decode_index(name, shape, index)
     return f"{list(map(int, index))}" + (f" ({meaning})" if meaning else "")
-
-
-def max_abs_difference(side, oracle) -> float:
-    """max |side - oracle| over the elements finite on both, block by block."""
-    side, oracle = side.ravel(), oracle.ravel()
-    largest = 0.0
-    for start in range(0, side.size, BLOCK):
-        with np.errstate(invalid="ignore"):
-            difference = np.abs(np.subtract(side[start:start + BLOCK], oracle[start:start + BLOCK], dtype=np.float64))
-        largest = max(largest, float(difference.max(initial=0.0, where=np.isfinite(difference))))
-    return largest
 
 
 def _all_finite(result, oracle) -> bool:

@@ -7,7 +7,7 @@ stage applied to the side's deviations. Arguments are float64 tensors."""
 import torch
 from torch.nn.grad import conv2d_input, conv2d_weight
 
-from .forward import l2norm_parts
+from .forward import L2NORM_EPS, l2norm_parts
 from .rounding import U, ULPS, gamma
 
 
@@ -53,9 +53,9 @@ def pool_scatter(argmax, values, input_shape):
 
 
 def l2norm_input(x, dx, scale, grad, dgrad, g_total):
-    """x, dx (B,C,H,W) conv4_3, scale (C), grad, dgrad (B,C,H,W) of the L2Norm's output -> (magnitude, bound):
-    the magnitude |contribution| this consumer adds to the sum (for the caller's gamma), and its own internal
-    rounding plus propagated deviation.
+    """x, dx (B,C,H,W) conv4_3, scale (C), grad, dgrad (B,C,H,W) of the L2Norm's output, g_total the gamma of the
+    tap gradient's whole sum -> (B,C,H,W): this consumer's internal rounding and propagated deviation, plus g_total
+    times the magnitude of what it adds to the sum.
 
     autograd's gradient of scale * x / max(|x|, eps): s g / d - x (sum_c s g x) / (d^2 |x|) where d = max(|x|, eps),
     the second term only where |x| >= eps. Own: the inner sum of C terms, the norm's error e_d (relative, gamma(C)/2
@@ -63,15 +63,13 @@ def l2norm_input(x, dx, scale, grad, dgrad, g_total):
     (first order, with |g| + dg for the second order)."""
     s = scale.view(1, -1, 1, 1)
     denom, _, unbounded = l2norm_parts(x, dx)
-    norm = x.norm(dim=1, keepdim=True)
-    unclamped = (norm >= 1e-12).to(x.dtype)
-    safe_norm = norm.clamp_min(1e-12)
+    unclamped = (x.norm(dim=1, keepdim=True) >= L2NORM_EPS).to(x.dtype)
     xa = x.abs() + dx
     sg = (s * grad).abs() + s.abs() * dgrad
     inner = (s * grad * x).sum(dim=1, keepdim=True).abs()
     inner_abs = (xa * sg).sum(dim=1, keepdim=True)
     e_d = gamma(x.shape[1]) / 2 + 2 * U
-    second = unclamped * xa / (denom * denom * safe_norm)
+    second = unclamped * xa / denom ** 3
     magnitude = sg / denom + second * inner_abs
     own = (sg / denom) * (ULPS * U + e_d) + second * (gamma(x.shape[1] + 1) * inner_abs + inner * (3 * e_d + ULPS * U))
     from_grad = s.abs() * dgrad / denom + second * (xa * s.abs() * dgrad).sum(dim=1, keepdim=True)
