@@ -40,7 +40,7 @@ FORWARD_RUNS_PER_REPEAT = 5
 SCALING_BATCHES = (1, 2, 4, 8)
 # Every timed call of the training step trains on this many images (8 steps of batch 1, ..., 1 step of batch 8), so
 # that time per image at each batch size is measured over calls of the same length: one step per call read batch 1
-# faster than batch-1 steps back to back run (measured: README, "Speed and memory"), and stays beside it as the control.
+# faster than batch-1 steps back to back run (measured: docs/bench.md), and stays beside it as the control.
 IMAGES_PER_STEP_CALL = 8
 HARNESS_ROUNDS = 2  # a parity run takes a minute: rounds of the harness do not scale with --repeats
 
@@ -408,7 +408,7 @@ def targets(result: dict) -> list:
     """The issue's targets as ratios from this run's numbers. A time verdict is the median of the rounds' own ratios
     (each round one call of each, back to back); the ratio of minima is kept beside it. A minimum rests on one call,
     and a short call catches the shared machine's quiet moments more often than a call eight times as long, which
-    averages over them (the control that measured it: README, "Speed and memory")."""
+    averages over them (the control that measured it: docs/bench.md)."""
     memory = result["memory_B4"]
     step, forward = result["step"]["B4"], result["forward_B1"]
     per_image = result["per_image"]
