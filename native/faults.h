@@ -32,6 +32,8 @@ enum class Fault : int {
   L2NormEpsInsideSqrt,    // L2Norm as x / sqrt(||x||^2 + eps) instead of x / max(||x||, eps)
   FirstImageNormalizer,   // the loss normalised by the first image's positives instead of the batch's
   ApproximateExp,         // a fast exp with a relative error of about 1e-4 in the softmax
+  RightPaddingOffByOne,   // one convolution's right-border padding starts a column early: its last input column reads 0
+  NesterovMomentum,       // the SGD update takes Nesterov momentum where the reference has plain momentum
   LossSumFloatInOrder,    // the loss sums accumulated in float, in order (inside float32's error model: must pass)
   // Decision boundaries (the decision_boundaries scenario sits exactly on them).
   IouThresholdStrict,     // a prior matched at IoU > 0.5 instead of >= 0.5
@@ -44,7 +46,8 @@ inline constexpr std::array<const char*, int(Fault::Count)> kFaultNames = {
     "l2norm_without_eps", "sqrt_backward_without_eps", "frozen_layer", "grads_not_zeroed",
     "aspect_ratio_order", "shared_prior_wrong_order", "negatives_off_by_one", "swapped_variances",
     "conv_last_term_dropped", "bf16_weights", "bf16_saved_activations", "bias_channel_off", "bias_added_twice", "l2norm_eps_inside_sqrt",
-    "first_image_normalizer", "approximate_exp", "loss_sum_float_in_order",
+    "first_image_normalizer", "approximate_exp", "right_padding_off_by_one", "nesterov_momentum",
+    "loss_sum_float_in_order",
     "iou_threshold_strict", "gt_tie_last_wins"};
 
 // The layer FrozenLayer stops learning (state_dict prefix of conv8_2).

@@ -143,7 +143,16 @@ void Model<T>::run_conv(const std::string& out, const std::string& in, const std
                                                         broken_bias)) {
     w = broken_w.data(), bias = broken_bias.data(), packed = &packed_weight_, kept = false;
   }
-  conv2d_forward(y.ptr(), x.ptr(), B, w, g, *packed, ConvEpilogue<T>{bias, relu}, kept);
+  const T* input = x.ptr();
+  std::vector<T> cropped;
+  if (prefix == kSubtleFaultLayer && fault_on(Fault::RightPaddingOffByOne)) {
+    // The right border's padding taken to start one column early: the last input column of every plane reads 0.
+    cropped.assign(x.data.begin(), x.data.end());
+    const int64_t width = x.dim(3);
+    for (int64_t row = 0; row < x.numel() / width; ++row) cropped[size_t(row * width + width - 1)] = T(0);
+    input = cropped.data();
+  }
+  conv2d_forward(y.ptr(), input, B, w, g, *packed, ConvEpilogue<T>{bias, relu}, kept);
   record(out, std::move(y));
 }
 

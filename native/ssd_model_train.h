@@ -18,13 +18,15 @@ inline void check_sgd_config(const SgdConfig& c) {
 template <typename T>
 void Model<T>::sgd_step(const SgdConfig& config) {
   check_sgd_config(config);
+  SgdConfig update = config;
+  if (fault_on(Fault::NesterovMomentum) && config.momentum > 0.0 && config.dampening == 0.0) update.nesterov = true;
   if (param_grads_.size() != weights_.size())
     throw std::logic_error("sgd_step needs the parameter gradients of a training step; run one first");
   for (auto& [key, w] : weights_) {
     const bool first = !momentum_.count(key);
     Tensor<T>& buffer = momentum_[key];
     if (first) buffer = Tensor<T>(w.shape);
-    sgd_update(w.ptr(), param_grads_.at(key).ptr(), buffer.ptr(), first, w.numel(), config);
+    sgd_update(w.ptr(), param_grads_.at(key).ptr(), buffer.ptr(), first, w.numel(), update);
   }
   // torch keeps no buffer without momentum
   if (config.momentum == 0.0) momentum_.clear();

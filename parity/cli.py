@@ -116,6 +116,7 @@ def cmd_faults(args) -> int:
             outcome = check_fault(fault)
         sentinel = f"{fault.nonfinite}: {outcome.first_nonfinite}" if fault.nonfinite else "-"
         margin = ("exact" if outcome.margin is None
+                  else f"{outcome.margin:.3g}" if outcome.reference_margin is None
                   else f"{outcome.margin:.3g} / {outcome.reference_margin:.3g}")
         if fault.within_model:  # must pass: no detection expected
             as_expected &= not outcome.detected
@@ -126,7 +127,7 @@ def cmd_faults(args) -> int:
             detected = "[green]yes[/green]" if outcome.detected else "[red]no[/red]"
             localized = "[green]yes[/green]" if outcome.localized else "[red]no[/red]"
         table.add_row(fault.name, fault.does, f"{fault.scenario} B{fault.batch_size}", fault.starts_at, detected,
-                      f"{outcome.first_divergence} / {outcome.first_isolated}", sentinel, localized, margin)
+                      f"{outcome.first_divergence} / {outcome.first_isolated or '-'}", sentinel, localized, margin)
     console.print(table)
     return 0 if as_expected else 1
 

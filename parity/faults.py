@@ -11,6 +11,8 @@ from .isolated import parity_results
 from .report import build_report
 from .scenario import load_scenarios
 from .sides import native_model_for, run_sides
+from .train import TrainSettings, run_trajectory
+from .train_report import build_train_report
 
 
 @dataclass(frozen=True)
@@ -25,6 +27,9 @@ class Fault:
     # A change that stays inside float32's error model (another summation order): it must pass, and the report
     # shows how much less accurate than the reference it is at starts_at.
     within_model: bool = False
+    # A bug of the optimizer: it shows only in a training trajectory (python -m parity train, TRAJECTORY settings),
+    # whose first divergence is then the step and tensor where it starts ("step N: name"); no isolated replay.
+    trajectory: bool = False
 
 
 CATALOGUE = [
@@ -76,6 +81,12 @@ CATALOGUE = [
           "narrow", 2, "loss.loc", "loss.loc and loss.conf scaled by the ratio of positives; batch 1 passes"),
     Fault("approximate_exp", "a fast exp good to 13 bits (relative error up to 1.2e-4) in the softmax",
           "narrow", 2, "loss.cls_per_prior", "the per-prior class losses off by about 1e-4"),
+    Fault("right_padding_off_by_one", "conv2_1's right-border padding starts a column early (its last input column "
+          "reads 0)", "narrow", 2, "backbone.conv2_1", "conv2_1 differs in its last two output columns only"),
+    Fault("nesterov_momentum", "the SGD update takes Nesterov momentum where the reference has plain momentum",
+          "training", 2, "step 1: param/backbone.features.0.weight",
+          "momentum buffers pass; every parameter after the first update is off by 0.9 lr times its gradient",
+          trajectory=True),
     Fault("loss_sum_float_in_order", "the loss sums accumulated in float, in prior order (not pairwise or in double)",
           "narrow", 2, "loss.conf", "passes: inside float32's error model; the report shows its margin against the "
           "reference's", within_model=True),
@@ -110,14 +121,21 @@ class FaultOutcome:
     @property
     def localized(self) -> bool:
         expected = self.fault.starts_at
-        ok = self.first_divergence == expected and self.first_isolated == expected
+        isolated = None if self.fault.trajectory else expected  # a trajectory has no isolated replay
+        ok = self.first_divergence == expected and self.first_isolated == isolated
         if self.fault.nonfinite:
             ok = ok and self.first_nonfinite == expected and self.reference_finite_there
         return ok
 
 
+# The short trajectory a trajectory fault is checked on (tests/test_train_faults.py runs the same).
+TRAJECTORY = TrainSettings(steps=3, train_size=4, val_size=2)
+
+
 def check_fault(fault: Fault, batch_size: int | None = None) -> FaultOutcome:
     """One fault on, its scenario run on every side, propagated and isolated; the report's verdicts."""
+    if fault.trajectory:
+        return _check_trajectory_fault(fault)
     scenario = load_scenarios(fault.scenario, [batch_size or fault.batch_size])[0]
     with injected(fault.name):
         traces = run_sides(scenario)
@@ -134,3 +152,18 @@ def check_fault(fault: Fault, batch_size: int | None = None) -> FaultOutcome:
         reference_finite_there=bool(hit and hit["other_side_finite"]),
         margin=at.bound.get("native_margin"), reference_margin=at.bound.get("reference_margin"),
     )
+
+
+def _check_trajectory_fault(fault: Fault) -> FaultOutcome:
+    """The fault on through a short training trajectory; its first divergence as "step N: name", the margin there
+    the trajectory's own bound's (largest error / bound; the trajectory compares by one bound per tensor)."""
+    with injected(fault.name):
+        trajectory = run_trajectory(TRAJECTORY)
+    first = build_train_report(trajectory, require_learning=False)["first_divergence"]
+    where = None if first is None else f"step {first['step']}: {first['name']}"
+    margin = None
+    if first is not None:
+        at = next(r for r in trajectory.steps[first["step"] - 1].results if r.name == first["name"])
+        margin = at.oracle["native_error"] / at.bound["value"] if at.bound.get("value") else None
+    return FaultOutcome(fault=fault, detected=first is not None, first_divergence=where, first_isolated=None,
+                        first_nonfinite=None, reference_finite_there=False, margin=margin)

@@ -1,11 +1,10 @@
 """The trajectory comparison is itself tested: bugs that only show across steps are caught at the step where they
 start, and named."""
 
+from parity.faults import TRAJECTORY as SHORT
 from parity.faults import injected
-from parity.train import TrainSettings, run_trajectory
+from parity.train import run_trajectory
 from parity.train_report import build_train_report
-
-SHORT = TrainSettings(steps=3, train_size=4, val_size=2)
 
 
 def _first_divergence(fault: str) -> dict:
