@@ -26,9 +26,9 @@ def _batch_sizes(text: str | None) -> list | None:
     return sizes
 
 
-def _report(results: list, path: Path, console) -> int:
+def _report(results: list, path: Path, console, not_provided: dict | None = None) -> int:
     """Write the JSON (and HTML) report, print its summary; exit status 0 only if everything passed."""
-    report = build_report(results)
+    report = build_report(results, not_provided)
     write_report(report, path)
     print_summary(report, console)
     console.print(f"report: {path}")
@@ -68,18 +68,30 @@ def cmd_run(args) -> int:
 
 def cmd_compare(args) -> int:
     """A dump from any port (parity/dump.py) against the reference on the dump's scenario."""
+    from reference.configs import get_config
+
     from .compare import compare_sides
-    from .dump import read_dump
+    from .dump import DumpError, check_against_scenario, read_dump
+    from reference.step import step_order
+
+    from .partial import group_of, split_not_provided
     from .scenario import load_scenarios
-    from .sides import run_sides
+    from .sides import reference_model_for, run_sides
 
     console = wide_console()
-    scenario_name, batch_size, native = read_dump(Path(args.native_dump))
-    scenario = load_scenarios(scenario_name, [batch_size])[0]
-    step = any(name.startswith(("grad/", "loss.")) for name in native)
+    directory = Path(args.native_dump)
+    scenario_name, batch_size, native = read_dump(directory)
+    try:
+        scenario = load_scenarios(scenario_name, [batch_size])[0]
+    except ValueError as error:
+        raise DumpError(f"{directory / 'manifest.json'}: field 'scenario': {error}") from None
+    check_against_scenario(native, scenario, get_config(scenario.config).num_classes)
+    step = any(group_of(name) != "forward" for name in native)
     with console.status(f"running the reference on {scenario.id}"):
         results = compare_sides(run_sides(scenario, step=step, native=native))
-    return _report(results, Path(args.report), console)
+    known = step_order(reference_model_for(scenario))
+    results, not_provided = split_not_provided(results, set(native), known, args.require)
+    return _report(results, Path(args.report), console, {scenario.id: not_provided})
 
 
 def cmd_dump(args) -> int:
@@ -217,6 +229,9 @@ def main(argv=None) -> int:
     compare = sub.add_parser("compare", help="compare a dump written by any port against the reference")
     compare.add_argument("--native-dump", required=True, help="directory with manifest.json (parity/dump.py)")
     compare.add_argument("--report", default=str(DEFAULT_REPORT), help="JSON report path")
+    compare.add_argument("--require", choices=("forward", "loss", "backward", "all"), default=None,
+                         help="tensors of this group the dump lacks fail (default: compare what the dump has and "
+                              "list the rest as not provided)")
     dump = sub.add_parser("dump", help="write the native module's trace as a dump")
     dump.add_argument("--scenario", default=DEFAULT_SCENARIO)
     dump.add_argument("--batch-size", type=int, default=1)

@@ -125,7 +125,8 @@ def compare_tensor(
     """context: for mining.negatives, the per-prior losses and labels of each side (see compare_traces);
     strict_oracle: what native64 is held to (default: oracle); fed_by: see tolerance.oracle_bound; bounds: the
     error model's per-element bounds (native's, reference's) on |side - oracle| (parity/error_model), which then
-    judge the float32 sides instead of tolerance.oracle_bound."""
+    judge the float32 sides instead of tolerance.oracle_bound, and optionally whether the native bound assumed a
+    tensor the native side lacks (a partial dump: bound["assumed_missing"])."""
     strict_oracle = oracle if strict_oracle is None else strict_oracle
     kind = tensor_kind(name)
     result = TensorResult(name, kind, case, batch_size, [], "", "pass")
@@ -145,7 +146,9 @@ def compare_tensor(
 
     _check_nonfinite(result, native, reference)
     if bounds is not None and bounds[0] is not None and result.kind != "priors":
-        _judge_elementwise(result, native, reference, oracle, *bounds)
+        _judge_elementwise(result, native, reference, oracle, *bounds[:2])
+        if len(bounds) > 2 and bounds[2]:
+            result.bound["assumed_missing"] = True
     else:
         _judge_against_oracle(result, native, reference, oracle, inherited, fed_by)
     if native64 is not None:
@@ -432,10 +435,12 @@ def _judge_index(result, native, reference, strict_oracle, native64, context) ->
 
 def _negatives_context(native, reference, oracle, native64, strict_oracle) -> dict:
     key_loss, key_labels = "loss.cls_per_prior", "match.labels"
-    if key_loss not in reference or key_loss not in native:
+    if key_loss not in reference:
         return {}
+    # A dump without the per-prior losses: ties at the selection boundary are read from the reference's losses.
+    native_loss = native.get(key_loss, reference[key_loss])
     return {
-        "reference_loss": reference[key_loss], "oracle_loss": oracle[key_loss], "native_loss": native[key_loss],
+        "reference_loss": reference[key_loss], "oracle_loss": oracle[key_loss], "native_loss": native_loss,
         "native64_loss": native64[key_loss] if native64 is not None else None,
         "reference_labels": reference[key_labels],
         "strict_loss": strict_oracle[key_loss], "strict_labels": strict_oracle[key_labels],
@@ -473,7 +478,8 @@ def compare_traces(case: str, batch_size: int, native: dict, reference: dict, or
 
 
 def _bounds(error_model, name, native, reference, oracle, kept_bounds) -> tuple | None:
-    """(native's, reference's) per-element bounds of one tensor, or None where the error model does not bound it."""
+    """(native's, reference's) per-element bounds of one tensor and whether the native's assumed a tensor the native
+    side lacks; None where the error model does not bound it."""
     if error_model is None or reference.get(name) is None or oracle.get(name) is None or native.get(name) is None:
         return None
     if tensor_kind(name) in ("index", "priors") or np.shape(native[name]) != np.shape(reference[name]):
@@ -483,7 +489,8 @@ def _bounds(error_model, name, native, reference, oracle, kept_bounds) -> tuple 
         return None
     if kept_bounds is not None:
         kept_bounds[name] = round_up_to_float32(reference_bound)
-    return error_model.bound(name, native), reference_bound
+    native_bound = error_model.bound(name, native)
+    return native_bound, reference_bound, error_model.assumed_missing
 
 
 def round_up_to_float32(bound: np.ndarray) -> np.ndarray:

@@ -14,8 +14,9 @@ manifest.json:
                   "sha256": "..."},   # optional; verified when present
                  ...]}
 
-Names are the harness's tensor names (README); dtype is one of float32, float64, int64, int32, uint8 (uint8 0/1
-for mining.negatives). Any C program can write it with fwrite. `python -m parity compare --native-dump DIR`
+Names are the harness's tensor names (README); dtype float32 or float64 for a float tensor, int64, int32 or uint8 for
+an index tensor (uint8 0/1 for mining.negatives). A malformed manifest or file is a DumpError naming the file and
+the field (parity/dump_manifest.py). Any C program can write it with fwrite. `python -m parity compare --native-dump DIR`
 compares a dump against the reference on the same scenario; the project's own native module goes through the
 same path in tests/test_dump.py.
 """
@@ -26,9 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-FORMAT = "ssd-parity-dump/1"
-DTYPES = {"float32": "<f4", "float64": "<f8", "int64": "<i8", "int32": "<i4", "uint8": "u1"}
-BOOLEAN_TENSORS = ("mining.negatives",)
+from .dump_manifest import BOOLEAN_TENSORS, DTYPES, FORMAT, DumpError, check_index_values, load_manifest
 
 
 def _file_name(name: str) -> str:
@@ -54,31 +53,39 @@ def write_dump(directory: Path, scenario: str, batch_size: int, trace: dict) -> 
 
 
 def read_dump(directory: Path) -> tuple:
-    """-> (scenario name, batch size, {name: array}); any inconsistency is a ValueError naming the file."""
-    directory = Path(directory)
-    manifest_path = directory / "manifest.json"
-    if not manifest_path.is_file():
-        raise ValueError(f"{manifest_path}: no manifest.json in the dump directory")
-    try:
-        manifest = json.loads(manifest_path.read_text())
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{manifest_path}: not valid JSON ({error})") from None
-    if manifest.get("format") != FORMAT:
-        raise ValueError(f"{manifest_path}: format is {manifest.get('format')!r}, expected {FORMAT!r}")
+    """-> (scenario name, batch size, {name: array}); any inconsistency is a DumpError naming the file."""
+    manifest = load_manifest(directory)
     trace = {}
-    for entry in manifest.get("tensors", []):
-        path = directory / entry["file"]
-        if entry.get("dtype") not in DTYPES:
-            raise ValueError(f"{path}: dtype {entry.get('dtype')!r} is not one of {', '.join(DTYPES)}")
+    for entry in manifest["tensors"]:
+        path, name = entry["path"], entry["name"]
         if not path.is_file():
-            raise ValueError(f"{path}: listed for {entry['name']!r} in the manifest but missing")
-        data = path.read_bytes()
+            raise DumpError(f"{path}: listed for {name!r} in the manifest but missing")
         dtype = np.dtype(DTYPES[entry["dtype"]])
-        expected = int(np.prod(entry["shape"])) * dtype.itemsize
-        if len(data) != expected:
-            raise ValueError(f"{path}: {len(data)} bytes, expected {expected} for {entry['dtype']} {entry['shape']}")
+        expected = int(np.prod(entry["shape"], dtype=object)) * dtype.itemsize
+        if path.stat().st_size != expected:
+            raise DumpError(f"{path}: {path.stat().st_size} bytes, expected {expected} for {entry['dtype']} "
+                            f"{entry['shape']}")
+        data = path.read_bytes()
         if "sha256" in entry and hashlib.sha256(data).hexdigest() != entry["sha256"]:
-            raise ValueError(f"{path}: checksum does not match the manifest (corrupted or rewritten)")
+            raise DumpError(f"{path}: checksum does not match the manifest (corrupted or rewritten)")
         array = np.frombuffer(data, dtype=dtype).reshape(entry["shape"]).astype(dtype.newbyteorder("="))
-        trace[entry["name"]] = array.astype(bool) if entry["name"] in BOOLEAN_TENSORS else array
-    return manifest["scenario"], int(manifest["batch_size"]), trace
+        if entry["dtype"] not in ("float32", "float64"):
+            check_index_values(str(path), name, array)
+        trace[name] = array.astype(bool) if name in BOOLEAN_TENSORS else array
+    return manifest["scenario"], manifest["batch_size"], trace
+
+
+def check_against_scenario(trace: dict, scenario, num_classes: int) -> None:
+    """What only the scenario can bound: a label below the config's class count, a match below the number of
+    ground-truth boxes of its image."""
+    targets = scenario.targets()
+    labels = trace.get("match.labels")
+    if labels is not None and labels.size and int(labels.max()) >= num_classes:
+        raise DumpError(f"match.labels: value {int(labels.max())}, expected a class below {num_classes} (the "
+                        f"{scenario.config} config's count)")
+    matched = trace.get("match.matched_idx")
+    if matched is not None and matched.ndim == 2 and matched.shape[0] == len(targets):
+        for image, (boxes, _) in enumerate(targets):
+            if matched[image].size and int(matched[image].max()) >= len(boxes):
+                raise DumpError(f"match.matched_idx: value {int(matched[image].max())} in image {image}, which has "
+                                f"{len(boxes)} ground-truth boxes")

@@ -99,6 +99,10 @@ def _sentinel(run: dict) -> str:
 def _case_section(report: dict, run: dict, base: Path | None) -> str:
     case = run["case"]
     parts = [f"<h2 id='{html.escape(case)}'>{html.escape(case)}</h2>", _sentinel(run)]
+    if run.get("not_provided"):
+        names = ", ".join(f"<code>{html.escape(n)}</code>" for n in run["not_provided"])
+        parts.append(f"<p class='not-provided'>Compared {run['compared']} of the {run['known']} tensors the harness "
+                     f"has; not provided by the dump ({len(run['not_provided'])}): {names}</p>")
     first = run["first_divergence"]
     if first:
         parts.append(f"<p>First divergence: <code>{html.escape(first['name'])}</code></p>")

@@ -3,7 +3,8 @@
 Schema (version 1):
   {"schema": 1, "created": ISO time, "passed": bool,
    "margins": {kind: {"tensors", "native": [min, median, max], "reference": [min, median, max]}},
-   "runs": [{"case", "batch_size", "compared", "failed", "harness_errors", "ties": {tensor: count},
+   "runs": [{"case", "batch_size", "compared", "failed", "known", "not_provided": [tensor], "assumed_missing",
+             "harness_errors", "ties": {tensor: count},
              "isolated": {"compared", "failed", "first_divergence"},  # each stage fed the reference's inputs
              "nonfinite": {side: {"forward"|"backward": {"name", "counts", "other_side_finite"} | null}},
              "first_divergence": {"name", "reasons"} | null}],
@@ -55,7 +56,9 @@ def nonfinite_lines(run: dict) -> list:
     return lines
 
 
-def summarize_runs(results: list) -> list:
+def summarize_runs(results: list, not_provided: dict | None = None) -> list:
+    """not_provided: case -> the tensors a dump did not contain (parity/partial.py), listed per run."""
+    not_provided = not_provided or {}
     by_case = defaultdict(list)
     for r in results:
         by_case[r.case].append(r)
@@ -72,6 +75,9 @@ def summarize_runs(results: list) -> list:
                 "batch_size": all_rows[0].batch_size,
                 "compared": len(rows),
                 "failed": len(failed),
+                "known": len(rows) + len(not_provided.get(case, [])),  # every tensor the harness has for this run
+                "not_provided": not_provided.get(case, []),
+                "assumed_missing": sum(bool(r.bound.get("assumed_missing")) for r in rows),
                 "harness_errors": sum(r.harness_error for r in all_rows),
                 "ties": {r.name: r.ties for r in rows if r.ties},
                 "nonfinite": first_nonfinite(rows),
@@ -87,8 +93,8 @@ def summarize_runs(results: list) -> list:
     return runs
 
 
-def build_report(results: list) -> dict:
-    runs = summarize_runs(results)
+def build_report(results: list, not_provided: dict | None = None) -> dict:
+    runs = summarize_runs(results, not_provided)
     return {
         "schema": SCHEMA_VERSION,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -161,6 +167,14 @@ def print_summary(report: dict, console: Console | None = None) -> None:
     for run in report["runs"]:
         for line in nonfinite_lines(run):
             console.print(f"[red]{run['case']}: {line}[/red]")
+        if run.get("not_provided"):
+            console.print(f"[yellow]{run['case']}: compared {run['compared']} of the {run['known']} tensors the "
+                          f"harness has; not provided ({len(run['not_provided'])}): "
+                          f"{', '.join(run['not_provided'])}[/yellow]")
+            if run.get("assumed_missing"):
+                console.print(f"[yellow]{run['case']}: {run['assumed_missing']} compared tensors are computed from "
+                              f"tensors not provided, which their bounds assume as far off as a correct port may "
+                              f"be: sound, but loose (see their margins)[/yellow]")
     if not report["runs"]:
         console.print("[red]no tensors were compared[/red]")
     _print_margins(report.get("margins", {}), console)

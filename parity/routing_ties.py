@@ -119,7 +119,9 @@ def find_routing_ties(model, native: dict, reference: dict, oracle: dict, replay
     if matching is not None:
         found["match.matched_idx"] = matching
     for module, tap in module_taps(model).items() if network else ():
-        if tap in POOL_INPUTS:
+        if POOL_INPUTS.get(tap, tap) not in native:  # a partial dump: the native decision there is unknown
+            entry = None
+        elif tap in POOL_INPUTS:
             entry = _pool_ties(module, POOL_INPUTS[tap], native, reference, oracle, replayed.get(tap), decisions,
                                native_replayed.get(tap), window)
         elif isinstance(module, torch.nn.ReLU):

@@ -156,9 +156,11 @@ def run_sides(scenario: Scenario, step: bool = True, native: dict | None = None)
     # error model's bounds (parity/error_model) compare like with like.
     # A near-tie is a decision within the error model's bounds of both float32 sides (machine-independent).
     reference_taps, oracle_taps = reference.forward_trace(), oracle.forward_trace()
+    # A decision whose tensor a partial dump lacks is taken the reference's way (parity/partial.py).
+    deciding = {**reference_taps, **native_trace} if external else native_trace
     bounds = ErrorModel(model, oracle_taps, images, targets)
-    window = lambda tap: np.maximum(bounds.bound(tap, native_trace), bounds.bound(tap, reference_taps))
-    routing, _ = reconcile(model, native_trace, (reference_taps, oracle_taps),
+    window = lambda tap: np.maximum(bounds.bound(tap, deciding), bounds.bound(tap, reference_taps))
+    routing, _ = reconcile(model, deciding, (reference_taps, oracle_taps),
                            lambda r: (reference.forward_trace(r), oracle.forward_trace(r)), every_run=True, window=window)
     reference_trace = _as_arrays(reference.backward(routing))
     oracle_trace = _as_arrays(oracle.backward(routing, keep_graph=not external))

@@ -57,3 +57,52 @@ def test_damaged_dumps_are_clear_errors(native_dump, tmp_path):
         read_dump(directory)
     with pytest.raises(ValueError, match=r"no manifest.json"):
         read_dump(tmp_path / "nowhere")
+
+
+def _part(trace: dict, groups: set) -> dict:
+    from parity.partial import group_of
+
+    return {name: value for name, value in trace.items() if group_of(name) in groups}
+
+
+def test_a_forward_only_dump_names_what_it_did_not_provide(native_dump, tmp_path, capsys):
+    _, _, trace = read_dump(native_dump)
+    directory = write_dump(tmp_path / "forward", "narrow", 1, _part(trace, {"forward"}))
+    report_path = tmp_path / "report.json"
+    assert main(["compare", "--native-dump", str(directory), "--report", str(report_path)]) == 0
+    run = json.loads(report_path.read_text())["runs"][0]
+    assert (run["compared"], run["known"], len(run["not_provided"])) == (44, 166, 122)
+    assert "loss.total" in run["not_provided"] and "param_grad/backbone.features.0.weight" in run["not_provided"]
+    assert "not provided (122)" in capsys.readouterr().out
+    assert "not provided by the dump (122)" in report_path.with_suffix(".html").read_text()
+    assert main(["compare", "--native-dump", str(directory), "--report", str(report_path), "--require", "all"]) == 1
+    run = json.loads(report_path.read_text())["runs"][0]
+    assert run["failed"] == 122 and run["first_divergence"]["reasons"] == ["not provided by the dump (--require all)"]
+    assert main(["compare", "--native-dump", str(directory), "--report", str(report_path),
+                 "--require", "forward"]) == 0
+
+
+def test_a_dump_without_activations_is_judged_as_far_as_it_goes(native_dump, tmp_path):
+    """Losses and gradients alone: no crash, no false alarm; what is computed from the missing activations is judged
+    with them at their bounds (loose, said so), and a gradient fed by provided tensors keeps a tight bound."""
+    _, _, trace = read_dump(native_dump)
+    late = _part(trace, {"loss", "backward"})
+    report_path = tmp_path / "report.json"
+    assert main(["compare", "--native-dump", str(write_dump(tmp_path / "late", "narrow", 1, late)),
+                 "--report", str(report_path)]) == 0
+    run = json.loads(report_path.read_text())["runs"][0]
+    assert (run["compared"], len(run["not_provided"]), run["harness_errors"]) == (122, 44, 0)
+    assert run["assumed_missing"] > 0
+    late["grad/backbone.conv1_2"] = late["grad/backbone.conv1_2"] * np.float32(1.001)
+    assert main(["compare", "--native-dump", str(write_dump(tmp_path / "bad", "narrow", 1, late)),
+                 "--report", str(report_path)]) == 1
+    assert json.loads(report_path.read_text())["runs"][0]["first_divergence"]["name"] == "grad/backbone.conv1_2"
+
+
+def test_negatives_without_the_per_prior_losses_are_compared(native_dump, tmp_path):
+    _, _, trace = read_dump(native_dump)
+    partial = {name: trace[name] for name in ("conf_head", "match.matched_idx", "match.labels", "mining.negatives")}
+    report_path = tmp_path / "report.json"
+    assert main(["compare", "--native-dump", str(write_dump(tmp_path / "neg", "narrow", 1, partial)),
+                 "--report", str(report_path)]) == 0
+    assert json.loads(report_path.read_text())["runs"][0]["compared"] == 4

@@ -14,6 +14,7 @@ reference's own.
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from reference.routing import window_argmax
 
@@ -38,6 +39,8 @@ class ErrorModel:
         self.images = torch.from_numpy(np.ascontiguousarray(images, dtype=np.float64))
         self.targets = targets
         self.routing = routing or {}
+        self._assumed = {}  # (tensor, id(side)) -> the deviation assumed where the side lacks the tensor
+        self.assumed_missing = False  # whether the last bound() assumed a tensor the side lacks (see deviation)
 
     # -- values and deviations
 
@@ -47,18 +50,28 @@ class ErrorModel:
         return torch.from_numpy(np.asarray(self.oracle[name])).to(torch.float64)
 
     def deviation(self, name: str, side: dict) -> torch.Tensor:
-        """|side - oracle| in float64; unknown (the side lacks it, or has it in another shape) counts as infinite."""
+        """|side - oracle| in float64. Where the side lacks the tensor (a partial dump) or has it in another shape
+        (which fails there), it is assumed as far off as its own bound lets a correct port be, so what is computed
+        from it is judged as if it had passed there: sound, but looser the more is missing (a bound carried
+        through every missing layer with |W| grows fast). 0 for priors and index tensors, which are judged exactly."""
         oracle = self.value(name)
         if name == "input":
             return torch.zeros_like(oracle)
-        if side.get(name) is None or np.shape(side[name]) != tuple(oracle.shape):
-            return torch.full_like(oracle, torch.inf)
-        return (torch.from_numpy(np.asarray(side[name])).to(torch.float64) - oracle).abs()
+        if side.get(name) is not None and np.shape(side[name]) == tuple(oracle.shape):
+            return (torch.from_numpy(np.asarray(side[name])).to(torch.float64) - oracle).abs()
+        self.assumed_missing = True
+        key = (name, id(side))
+        if key not in self._assumed:
+            assumed = self._bound(name, side)
+            self._assumed[key] = (torch.zeros_like(oracle) if assumed is None
+                                  else torch.nan_to_num(assumed.reshape(oracle.shape), nan=torch.inf))
+        return self._assumed[key]
 
     def bound(self, name: str, side: dict) -> np.ndarray | None:
         """Per-element bound on |side[name] - oracle[name]| (NaN, from a non-finite input, becomes +inf: not
         judged here; the non-finite check judges it), or None for a tensor the model does not bound (priors and
         index tensors, judged exactly)."""
+        self.assumed_missing = False
         with torch.no_grad():
             value = self._bound(name, side)
         if value is None:
@@ -176,10 +189,23 @@ class ErrorModel:
     def _output_gradient(self, stage, side):
         """The gradient and its deviation at the stage's conv output (after the ReLU's mask)."""
         grad, dgrad = self.value("grad/" + stage.tap), self.deviation("grad/" + stage.tap, side)
-        if stage.relu:
-            mask = self._relu_mask(stage, side)
-            grad, dgrad = grad * mask, dgrad * mask
-        return grad, dgrad
+        if not stage.relu:
+            return grad, dgrad
+        if side.get(stage.tap) is None:  # the side's decisions here are unknown (a partial dump)
+            undecided = self._undecided_relu(stage, side)
+            mask = self._relu_mask(stage, side) + undecided
+            return grad * mask, dgrad * mask + undecided * grad.abs()
+        mask = self._relu_mask(stage, side)
+        return grad * mask, dgrad * mask
+
+    def _undecided_relu(self, stage, side):
+        """Where a side that does not show this ReLU's output may have decided it either way: the pre-activation
+        (the oracle's, recomputed) within its bound of zero. There the side's gradient may be the whole of it or
+        nothing. Blocked elements of the oracle only (the mask covers the rest)."""
+        x = self.value(stage.inputs[0])
+        m = stage.module
+        z = F.conv2d(x, self.weights[stage.weight_key], self.weights[stage.bias_key], m.stride, m.padding, m.dilation)
+        return ((z <= 0) & (z.abs() <= self.deviation(stage.tap, side))).to(torch.float64)
 
     def _pool_argmax(self, stage):
         """The window choice the oracle's backward took: its own, or the routed one at a near-tie."""
@@ -211,6 +237,9 @@ class ErrorModel:
             elif r.kind == "pool":
                 grad, dgrad = self.value("grad/" + r.tap), self.deviation("grad/" + r.tap, side)
                 total += backward.pool_scatter(self._pool_argmax(r), g * grad.abs() + (1 + g) * dgrad, shape)
+                if side.get(tap) is None:  # the side's window choices are unknown (a partial dump)
+                    total += backward.pool_undecided(r.module, self.value(tap), self.deviation(tap, side),
+                                                     grad.abs() + dgrad)
             elif r.kind == "l2norm":
                 total += backward.l2norm_input(self.value(tap), self.deviation(tap, side), self.weights[r.weight_key],
                                                self.value("grad/" + r.tap), self.deviation("grad/" + r.tap, side), g)

@@ -5,6 +5,7 @@ them in (paired head convs, separate ones, consumers in any order); the propagat
 stage applied to the side's deviations. Arguments are float64 tensors."""
 
 import torch
+import torch.nn.functional as F
 from torch.nn.grad import conv2d_input, conv2d_weight
 
 from .forward import L2NORM_EPS, l2norm_parts
@@ -50,6 +51,25 @@ def pool_scatter(argmax, values, input_shape):
     out = torch.zeros((b, c, h * w), dtype=values.dtype)
     out.scatter_add_(2, argmax.reshape(b, c, -1), values.reshape(b, c, -1))
     return out.view(b, c, h, w)
+
+
+def pool_undecided(module, x, dx, values):
+    """x, dx (B,C,H,W) the pool's input and its deviation, values (B,C,OH,OW) |gradient| + deviation at its output
+    -> (B,C,H,W): for a side whose window choices are unknown, each window where more than one element is within
+    2 max(dx) of the maximum may have sent its gradient to any of them: its value added at every such candidate."""
+    b, c, h, w = x.shape
+    k, stride, pad = module.kernel_size, module.stride, module.padding
+    oh, ow = values.shape[2:]
+    # Padding as the pool sees it: `pad` on each side, and on the bottom and right what ceil_mode's last window adds.
+    sides = (pad, max(pad, (ow - 1) * stride + k - w - pad), pad, max(pad, (oh - 1) * stride + k - h - pad))
+    padded_h, padded_w = h + sides[2] + sides[3], w + sides[0] + sides[1]
+    windows = F.unfold(F.pad(x.reshape(b * c, 1, h, w), sides, value=-torch.inf), k, stride=stride)  # (BC,k*k,OH*OW)
+    spread = F.unfold(F.pad(dx.reshape(b * c, 1, h, w), sides), k, stride=stride).amax(dim=1, keepdim=True)
+    candidates = windows >= windows.amax(dim=1, keepdim=True) - 2 * spread
+    candidates &= candidates.sum(dim=1, keepdim=True) > 1
+    added = candidates.to(values.dtype) * values.reshape(b * c, 1, -1)
+    folded = F.fold(added, (padded_h, padded_w), k, stride=stride)
+    return folded[:, :, sides[2]:sides[2] + h, sides[0]:sides[0] + w].reshape(b, c, h, w)
 
 
 def l2norm_input(x, dx, scale, grad, dgrad, g_total):
