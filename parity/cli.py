@@ -7,6 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from rich.markup import escape
 
 from .console import wide_console
 from .heap import reuse_freed_memory
@@ -71,7 +72,8 @@ def cmd_compare(args) -> int:
     from reference.configs import get_config
 
     from .compare import compare_sides
-    from .dump import DumpError, check_against_scenario, read_dump
+    from .dump import DumpError, check_against_scenario, load_manifest, read_dump
+    from .dump_inputs import check_inputs
     from reference.step import step_order
 
     from .partial import group_of, split_not_provided
@@ -86,6 +88,7 @@ def cmd_compare(args) -> int:
     except ValueError as error:
         raise DumpError(f"{directory / 'manifest.json'}: field 'scenario': {error}") from None
     check_against_scenario(native, scenario, get_config(scenario.config).num_classes)
+    check_inputs(load_manifest(directory).get("inputs"), scenario, directory / "manifest.json")
     step = any(group_of(name) != "forward" for name in native)
     with console.status(f"running the reference on {scenario.id}"):
         results = compare_sides(run_sides(scenario, step=step, native=native))
@@ -97,13 +100,23 @@ def cmd_compare(args) -> int:
 def cmd_dump(args) -> int:
     """Write the project's own native module's trace in the dump format (what a C port would write)."""
     from .dump import write_dump
+    from .dump_inputs import checksums, scenario_inputs
     from .scenario import load_scenarios
     from .sides import native_step
 
     scenario = load_scenarios(args.scenario, [args.batch_size])[0]
     images = scenario.images()
     trace = native_step(scenario, images, scenario.targets())
-    print(write_dump(Path(args.out), args.scenario, args.batch_size, trace))
+    print(write_dump(Path(args.out), args.scenario, args.batch_size, trace, checksums(scenario_inputs(scenario))))
+    return 0
+
+
+def cmd_inputs(args) -> int:
+    """Everything a port needs to compute a scenario's step, in the dump format (parity/dump_inputs.py)."""
+    from .dump_inputs import write_inputs
+    from .scenario import load_scenarios
+
+    print(write_inputs(Path(args.out), load_scenarios(args.scenario, [args.batch_size])[0]))
     return 0
 
 
@@ -232,6 +245,10 @@ def main(argv=None) -> int:
     compare.add_argument("--require", choices=("forward", "loss", "backward", "all"), default=None,
                          help="tensors of this group the dump lacks fail (default: compare what the dump has and "
                               "list the rest as not provided)")
+    inputs = sub.add_parser("inputs", help="write a scenario's images, boxes, labels and weights for a port")
+    inputs.add_argument("--scenario", default=DEFAULT_SCENARIO)
+    inputs.add_argument("--batch-size", type=int, default=1)
+    inputs.add_argument("--out", required=True)
     dump = sub.add_parser("dump", help="write the native module's trace as a dump")
     dump.add_argument("--scenario", default=DEFAULT_SCENARIO)
     dump.add_argument("--batch-size", type=int, default=1)
@@ -259,12 +276,14 @@ def main(argv=None) -> int:
     bench.add_argument("--output", default="reports/bench.json")
     args = parser.parse_args(argv)
     try:
-        commands = {"run": cmd_run, "diff": cmd_diff, "compare": cmd_compare, "dump": cmd_dump, "faults": cmd_faults,
+        commands = {"run": cmd_run, "diff": cmd_diff, "compare": cmd_compare, "dump": cmd_dump, "inputs": cmd_inputs,
+                    "faults": cmd_faults,
                     "train": cmd_train, "fixtures": cmd_fixtures, "golden": cmd_golden,
                     "bench": cmd_bench, "matrix": cmd_matrix}
         return commands[args.command](args)
     except ValueError as error:
-        wide_console(stderr=True).print(f"[red]error:[/red] {error}")
+        # One line, never wrapped, the message's own brackets not read as markup.
+        wide_console(stderr=True).print(f"[red]error:[/red] {escape(str(error))}", soft_wrap=True)
         return 2
 
 

@@ -12,7 +12,8 @@ manifest.json:
      "batch_size": 2,
      "tensors": [{"name": "conf_head", "file": "conf_head.bin", "dtype": "float32", "shape": [2, 8732, 21],
                   "sha256": "..."},   # optional; verified when present
-                 ...]}
+                 ...],
+     "inputs": {"images": "<sha256>", ...}}  # optional: what it was computed on (python -m parity inputs)
 
 Names are the harness's tensor names (README); dtype float32 or float64 for a float tensor, int64, int32 or uint8 for
 an index tensor (uint8 0/1 for mining.negatives). A malformed manifest or file is a DumpError naming the file and
@@ -34,7 +35,8 @@ def _file_name(name: str) -> str:
     return name.replace("/", "__") + ".bin"
 
 
-def write_dump(directory: Path, scenario: str, batch_size: int, trace: dict) -> Path:
+def write_dump(directory: Path, scenario: str, batch_size: int, trace: dict, inputs: dict | None = None) -> Path:
+    """inputs: the checksums of the inputs the trace was computed on (parity/dump_inputs.py), recorded."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     entries = []
@@ -48,6 +50,8 @@ def write_dump(directory: Path, scenario: str, batch_size: int, trace: dict) -> 
         entries.append({"name": name, "file": _file_name(name), "dtype": dtype, "shape": list(array.shape),
                         "sha256": hashlib.sha256(data).hexdigest()})
     manifest = {"format": FORMAT, "scenario": scenario, "batch_size": batch_size, "tensors": entries}
+    if inputs is not None:
+        manifest["inputs"] = inputs
     (directory / "manifest.json").write_text(json.dumps(manifest, indent=1))
     return directory
 

@@ -32,8 +32,9 @@ def _field(where: str, entry: dict, key: str, kind: type, what: str):
 
 
 def load_manifest(directory: Path) -> dict:
-    """The manifest of the dump in `directory`, checked: {"scenario", "batch_size", "inputs", "tensors": [entry]}
-    with each entry's "path" resolved inside the directory."""
+    """The manifest of the dump in `directory`, checked: {"scenario", "batch_size", "tensors": [entry]} and
+    optionally "inputs" (the checksums of what it was computed on), each entry's "path" resolved inside the
+    directory."""
     path = Path(directory) / "manifest.json"
     if not path.is_file():
         raise DumpError(f"{path}: no manifest.json in the dump directory")
@@ -49,8 +50,10 @@ def load_manifest(directory: Path) -> dict:
     batch_size = _field(str(path), manifest, "batch_size", int, "a whole number >= 1")
     if batch_size < 1:
         raise DumpError(f"{path}: field 'batch_size' is {batch_size}, expected a whole number >= 1")
-    if "inputs" in manifest and not isinstance(manifest["inputs"], str):
-        raise DumpError(f"{path}: field 'inputs' is {manifest['inputs']!r}, expected the inputs' checksum (a string)")
+    inputs = manifest.get("inputs")
+    if inputs is not None and not (isinstance(inputs, dict) and all(isinstance(v, str) for v in inputs.values())):
+        raise DumpError(f"{path}: field 'inputs' is {inputs!r}, expected {{input name: sha256}} "
+                        f"(parity/dump_inputs.py)")
     tensors = _field(str(path), manifest, "tensors", list, "a list of tensor entries")
     names, files = set(), set()
     root = Path(directory).resolve()

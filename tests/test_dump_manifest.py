@@ -66,7 +66,8 @@ def test_each_malformed_manifest_is_a_named_one_line_error(dump, mutate, message
         read_dump(directory)
     assert str(directory) in str(error.value) and "\n" not in str(error.value)
     assert main(["compare", "--native-dump", str(directory)]) == 2
-    assert "manifest.json" in capsys.readouterr().err
+    error = capsys.readouterr().err
+    assert "manifest.json" in error and error.count("\n") == 1
 
 
 def test_out_of_range_values_are_named(dump):
