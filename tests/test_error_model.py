@@ -54,6 +54,10 @@ class _ShrunkForTheReference:
         bound = self.model.bound(name, side)
         return bound * 1e-3 if side is self.reference and bound is not None else bound
 
+    @property
+    def assumed_missing(self):
+        return self.model.assumed_missing
+
 
 def test_a_bound_the_reference_breaks_is_a_harness_error_not_a_native_failure():
     t = _traces()

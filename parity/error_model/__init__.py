@@ -58,14 +58,14 @@ class ErrorModel:
         if name == "input":
             return torch.zeros_like(oracle)
         if side.get(name) is not None and np.shape(side[name]) == tuple(oracle.shape):
-            return (torch.from_numpy(np.asarray(side[name])).to(torch.float64) - oracle).abs()
+            return torch.from_numpy(np.asarray(side[name])).to(torch.float64).sub_(oracle).abs_()
         self.assumed_missing = True
         key = (name, id(side))
         if key not in self._assumed:
             assumed = self._bound(name, side)
             self._assumed[key] = (torch.zeros_like(oracle) if assumed is None
                                   else torch.nan_to_num(assumed.reshape(oracle.shape), nan=torch.inf))
-        return self._assumed[key]
+        return self._assumed[key].clone()  # callers may work in place on what they derive from it
 
     def bound(self, name: str, side: dict) -> np.ndarray | None:
         """Per-element bound on |side[name] - oracle[name]| (NaN, from a non-finite input, becomes +inf: not
@@ -76,8 +76,11 @@ class ErrorModel:
             value = self._bound(name, side)
         if value is None:
             return None
-        value = value.reshape(np.shape(self.oracle[name])).numpy() * (1 + EVALUATION) + UNDERFLOW
-        return np.where(np.isnan(value), np.inf, value)
+        value = value.reshape(np.shape(self.oracle[name])).numpy()  # in place: a bound may be a whole feature map
+        value *= 1 + EVALUATION
+        value += UNDERFLOW
+        value[np.isnan(value)] = np.inf
+        return value
 
     def _bound(self, name, side):
         if name in self.stages:

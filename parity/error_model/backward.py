@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch.nn.grad import conv2d_input, conv2d_weight
 
 from .forward import L2NORM_EPS, l2norm_parts
-from .rounding import U, ULPS, gamma
+from .rounding import U, ULPS, gamma, per_image
 
 
 def conv_terms(weight) -> int:
@@ -20,7 +20,9 @@ def conv_terms(weight) -> int:
 def conv_input(module, input_shape, weight, values):
     """values (B,OC,OH,OW) >= 0 at the conv's output (after the ReLU's mask), weight (OC,C,KH,KW) -> (B,C,H,W):
     |W| applied to them as the conv's input gradient applies W (a transposed convolution)."""
-    return conv2d_input(input_shape, weight.abs(), values, module.stride, module.padding, module.dilation)
+    weight, one_image = weight.abs(), (1, *input_shape[1:])
+    return per_image(lambda v: conv2d_input(one_image, weight, v, module.stride, module.padding, module.dilation),
+                     values)
 
 
 def conv_weight(module, x, dx, weight_shape, grad, dgrad):
@@ -32,10 +34,14 @@ def conv_weight(module, x, dx, weight_shape, grad, dgrad):
     correlation)."""
     g = gamma(grad.shape[0] * grad[0, 0].numel())
     args = (module.stride, module.padding, module.dilation)
-    bound = conv2d_weight(x.abs() + dx, weight_shape, g * grad.abs() + (1 + g) * dgrad, *args)
-    if dx.any():
-        bound += conv2d_weight(dx, weight_shape, grad.abs(), *args)
-    return bound
+
+    def one_image(x, dx, grad, dgrad):
+        bound = conv2d_weight(x.abs() + dx, weight_shape, g * grad.abs() + (1 + g) * dgrad, *args)
+        if dx.any():
+            bound += conv2d_weight(dx, weight_shape, grad.abs(), *args)
+        return bound
+
+    return per_image(one_image, x, dx, grad, dgrad, combine="sum")
 
 
 def conv_bias(grad, dgrad):

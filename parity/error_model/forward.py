@@ -5,7 +5,7 @@ measured |side input - oracle input|."""
 import torch
 import torch.nn.functional as F
 
-from .rounding import U, ULPS, gamma
+from .rounding import U, ULPS, gamma, per_image
 
 L2NORM_EPS = 1e-12  # torchvision's F.normalize clamp
 
@@ -17,8 +17,9 @@ def conv(module, x, dx, weight, bias):
     products plus the bias; that sum is within |W|*dx of the oracle's. |x_side| <= |x| + dx. A ReLU after it is
     1-Lipschitz and exact, so the bound holds for the tap after ReLU too."""
     g = gamma(weight[0].numel() + 1)
-    return F.conv2d(g * x.abs() + (1 + g) * dx, weight.abs(), g * bias.abs(), module.stride, module.padding,
-                    module.dilation)
+    weight, bias = weight.abs(), g * bias.abs()
+    return per_image(lambda x, dx: F.conv2d(g * x.abs() + (1 + g) * dx, weight, bias, module.stride, module.padding,
+                                            module.dilation), x, dx)
 
 
 def pool(module, dx):
