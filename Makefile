@@ -17,7 +17,7 @@ STEPS ?= 16
 LAYER ?= conf_head
 PYTEST_ARGS ?=
 
-.PHONY: install test parity diff faults sweep matrix train-parity fixtures golden asan bench clean
+.PHONY: install test parity diff faults sweep matrix train-parity fixtures golden asan bench example-port clean
 
 install: $(NATIVE_STAMP)
 
@@ -70,6 +70,18 @@ asan: install
 		tests/test_fuzz_native.py tests/test_bad_input.py tests/test_scratch_guards.py tests/test_golden.py parity \
 		-k "($(ASAN_CASES)) and not ssd300 and not default and not generated and not somewhere or test_fuzz or test_bad or test_scratch or test_golden" \
 		-p no:cacheprovider --parity-report reports/asan-report.json
+
+# The example port (examples/c_port): a C++ program on the native C++ API and native/include/parity_dump.h reads the
+# narrow scenario's inputs, writes a full step dump, and the dump is compared (--require all). FAULT=<name> switches
+# a catalogued fault on in the program: the comparison then fails where it starts.
+EXAMPLE := build/example-port
+example-port: install
+	$(VENV)/bin/cmake -S examples/c_port -B $(EXAMPLE) -G Ninja -DOPENBLAS_PYTHON=$(abspath $(PY)) > /dev/null
+	$(VENV)/bin/cmake --build $(EXAMPLE)
+	rm -rf $(EXAMPLE)/inputs $(EXAMPLE)/dump && mkdir -p $(EXAMPLE)/dump
+	$(PY) -m parity inputs --scenario narrow --batch-size 2 --out $(EXAMPLE)/inputs
+	$(if $(FAULT),SSD_PORT_FAULT=$(FAULT) ,)$(EXAMPLE)/ssd_port $(EXAMPLE)/inputs $(EXAMPLE)/dump
+	$(PY) -m parity compare --native-dump $(EXAMPLE)/dump --require all --report reports/example-port.json
 
 faults: install
 	$(PY) -m parity faults

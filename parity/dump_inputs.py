@@ -85,7 +85,7 @@ def check_inputs(declared: dict | None, scenario: Scenario, manifest_path: Path)
     if declared is None:
         return
     expected = checksums(scenario_inputs(scenario))
-    differ = sorted(name for name in set(expected) | set(declared) if declared.get(name) != expected.get(name))
+    differ = sorted(name for name in declared if declared[name] != expected.get(name))  # a port may read a subset
     if differ:
         shown = ", ".join(differ[:5]) + (f" and {len(differ) - 5} more" if len(differ) > 5 else "")
         raise DumpError(f"{manifest_path}: field 'inputs': the dump was computed on other inputs than "
