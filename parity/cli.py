@@ -69,26 +69,15 @@ def cmd_run(args) -> int:
 
 def cmd_compare(args) -> int:
     """A dump from any port (parity/dump.py) against the reference on the dump's scenario."""
-    from reference.configs import get_config
-
-    from .compare import compare_sides
-    from .dump import DumpError, check_against_scenario, load_manifest, read_dump
-    from .dump_inputs import check_inputs
     from reference.step import step_order
 
+    from .compare import compare_sides
+    from .dump import load_dump_case
     from .partial import group_of, split_not_provided
-    from .scenario import load_scenarios
     from .sides import reference_model_for, run_sides
 
     console = wide_console()
-    directory = Path(args.native_dump)
-    scenario_name, batch_size, native = read_dump(directory)
-    try:
-        scenario = load_scenarios(scenario_name, [batch_size])[0]
-    except ValueError as error:
-        raise DumpError(f"{directory / 'manifest.json'}: field 'scenario': {error}") from None
-    check_against_scenario(native, scenario, get_config(scenario.config).num_classes)
-    check_inputs(load_manifest(directory).get("inputs"), scenario, directory / "manifest.json")
+    scenario, native = load_dump_case(Path(args.native_dump))
     step = any(group_of(name) != "forward" for name in native)
     with console.status(f"running the reference on {scenario.id}"):
         results = compare_sides(run_sides(scenario, step=step, native=native))
@@ -206,7 +195,7 @@ def cmd_golden(args) -> int:
 def cmd_diff(args) -> int:
     from .diff import diff_layer
 
-    return diff_layer(args.layer, args.scenario, args.batch_sizes)
+    return diff_layer(args.layer, args.scenario, args.batch_sizes, native_dump=args.native_dump)
 
 
 def cmd_bench(args) -> int:
@@ -239,6 +228,8 @@ def main(argv=None) -> int:
             p.add_argument("--report", default=str(DEFAULT_REPORT), help="JSON report path")
         else:
             p.add_argument("layer", help="a tap name, e.g. conf_head")
+            p.add_argument("--native-dump", default=None,
+                           help="explain the tensor of this dump (its own scenario and batch size) instead")
     compare = sub.add_parser("compare", help="compare a dump written by any port against the reference")
     compare.add_argument("--native-dump", required=True, help="directory with manifest.json (parity/dump.py)")
     compare.add_argument("--report", default=str(DEFAULT_REPORT), help="JSON report path")

@@ -81,17 +81,28 @@ def _worst_table(result) -> Table:
 
 
 def diff_layer(layer: str, scenario_name: str, batch_sizes: list | None, console: Console | None = None,
-               picture_dir: Path = Path("reports") / "diff") -> int:
+               picture_dir: Path = Path("reports") / "diff", native_dump: Path | None = None) -> int:
+    """native_dump: explain the tensor of a port's dump (parity/dump.py), on the dump's scenario and batch size."""
     console = console or wide_console()
     taps = known_taps()
     if layer not in taps:
         console.print(f"[red]unknown layer {layer!r}[/red]. Valid names:")
         console.print("  " + "\n  ".join(taps))
         return 2
+    native = None
+    if native_dump is not None:
+        from .dump import DumpError, load_dump_case
+
+        scenario, native = load_dump_case(Path(native_dump))
+        if layer not in native:
+            raise DumpError(f"{Path(native_dump) / 'manifest.json'}: the dump does not provide {layer!r}")
+        scenarios = [scenario]
+    else:
+        scenarios = load_scenarios(scenario_name, batch_sizes)
     failed = False
-    for scenario in load_scenarios(scenario_name, batch_sizes):
+    for scenario in scenarios:
         # A forward tap needs only the forward pass; anything else the whole step.
-        traces = run_sides(scenario, step=layer not in tensor_names()["forward"])
+        traces = run_sides(scenario, step=layer not in tensor_names()["forward"], native=native)
         result = next(r for r in compare_sides(traces) if r.name == layer)
         failed |= not result.passed
         console.print(_metrics_table(result))

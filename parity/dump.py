@@ -93,3 +93,22 @@ def check_against_scenario(trace: dict, scenario, num_classes: int) -> None:
             if matched[image].size and int(matched[image].max()) >= len(boxes):
                 raise DumpError(f"match.matched_idx: value {int(matched[image].max())} in image {image}, which has "
                                 f"{len(boxes)} ground-truth boxes")
+
+
+def load_dump_case(directory: Path) -> tuple:
+    """A dump read and checked against its scenario: -> (Scenario, {name: array}). A dump of an unknown scenario,
+    with a label or match its scenario cannot have, or computed on other inputs is a DumpError."""
+    from reference.configs import get_config
+
+    from .dump_inputs import check_inputs
+    from .scenario import load_scenarios
+
+    directory = Path(directory)
+    scenario_name, batch_size, trace = read_dump(directory)
+    try:
+        scenario = load_scenarios(scenario_name, [batch_size])[0]
+    except ValueError as error:
+        raise DumpError(f"{directory / 'manifest.json'}: field 'scenario': {error}") from None
+    check_against_scenario(trace, scenario, get_config(scenario.config).num_classes)
+    check_inputs(load_manifest(directory).get("inputs"), scenario, directory / "manifest.json")
+    return scenario, trace

@@ -106,3 +106,18 @@ def test_negatives_without_the_per_prior_losses_are_compared(native_dump, tmp_pa
     assert main(["compare", "--native-dump", str(write_dump(tmp_path / "neg", "narrow", 1, partial)),
                  "--report", str(report_path)]) == 0
     assert json.loads(report_path.read_text())["runs"][0]["compared"] == 4
+
+
+def test_diff_explains_one_tensor_of_a_dump(native_dump, tmp_path, capsys):
+    _, _, trace = read_dump(native_dump)
+    trace = dict(trace)
+    trace["conf_head"] = trace["conf_head"].copy()
+    trace["conf_head"][0, 5000, 3] += np.float32(0.5)
+    bad = write_dump(tmp_path / "bad", "narrow", 1, trace)
+    assert main(["diff", "conf_head", "--native-dump", str(bad)]) == 1
+    out = capsys.readouterr().out
+    assert "1 of 183372" in out and "(0, 5000, 3)" in out
+    assert main(["diff", "conf_head", "--native-dump", str(native_dump)]) == 0
+    del trace["conf_head"]
+    assert main(["diff", "conf_head", "--native-dump", str(write_dump(tmp_path / "lack", "narrow", 1, trace))]) == 2
+    assert "does not provide 'conf_head'" in capsys.readouterr().err
