@@ -72,15 +72,17 @@ asan: install
 		-p no:cacheprovider --parity-report reports/asan-report.json
 
 # The example port (examples/c_port): a C++ program on the native C++ API and native/include/parity_dump.h reads the
-# narrow scenario's inputs, writes a full step dump, and the dump is compared (--require all). FAULT=<name> switches
-# a catalogued fault on in the program: the comparison then fails where it starts.
+# narrow scenario's inputs, writes a full step dump and every stage computed alone on the reference's stage inputs,
+# and the dump is compared, propagated and isolated (--require all). FAULT=<name> switches a catalogued fault on in
+# the program: the comparison then fails where it starts.
 EXAMPLE := build/example-port
 example-port: install
 	$(VENV)/bin/cmake -S examples/c_port -B $(EXAMPLE) -G Ninja -DOPENBLAS_PYTHON=$(abspath $(PY)) > /dev/null
 	$(VENV)/bin/cmake --build $(EXAMPLE)
-	rm -rf $(EXAMPLE)/inputs $(EXAMPLE)/dump && mkdir -p $(EXAMPLE)/dump
+	rm -rf $(EXAMPLE)/inputs $(EXAMPLE)/stages $(EXAMPLE)/dump && mkdir -p $(EXAMPLE)/dump
 	$(PY) -m parity inputs --scenario narrow --batch-size 2 --out $(EXAMPLE)/inputs
-	$(if $(FAULT),SSD_PORT_FAULT=$(FAULT) ,)$(EXAMPLE)/ssd_port $(EXAMPLE)/inputs $(EXAMPLE)/dump
+	$(PY) -m parity stage-inputs --scenario narrow --batch-size 2 --out $(EXAMPLE)/stages
+	$(if $(FAULT),SSD_PORT_FAULT=$(FAULT) ,)$(EXAMPLE)/ssd_port $(EXAMPLE)/inputs $(EXAMPLE)/dump $(EXAMPLE)/stages
 	$(PY) -m parity compare --native-dump $(EXAMPLE)/dump --require all --report reports/example-port.json
 
 faults: install

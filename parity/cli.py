@@ -73,16 +73,24 @@ def cmd_compare(args) -> int:
 
     from .compare import compare_sides
     from .dump import load_dump_case
+    from .isolated import isolated_results
     from .partial import group_of, split_not_provided
     from .sides import reference_model_for, run_sides
+    from .stage_files import DumpedStages, reference_for_stages, split_isolated
 
     console = wide_console()
-    scenario, native = load_dump_case(Path(args.native_dump))
-    step = any(group_of(name) != "forward" for name in native)
+    scenario, dump = load_dump_case(Path(args.native_dump))
+    native, isolated = split_isolated(dump)
+    step = any(group_of(name) != "forward" for name in native) or bool(isolated)
     with console.status(f"running the reference on {scenario.id}"):
         results = compare_sides(run_sides(scenario, step=step, native=native))
     known = step_order(reference_model_for(scenario))
     results, not_provided = split_not_provided(results, set(native), known, args.require)
+    if isolated:  # a port's stages on the stage inputs (python -m parity stage-inputs): the isolated verdicts
+        with console.status(f"judging the dump's isolated stages on {scenario.id}"):
+            reference = reference_for_stages(scenario)
+            compare_sides(reference)  # the reference's own bounds, which the isolated stages are held to
+            results += isolated_results(reference, DumpedStages(isolated))
     return _report(results, Path(args.report), console, {scenario.id: not_provided})
 
 
@@ -97,6 +105,15 @@ def cmd_dump(args) -> int:
     images = scenario.images()
     trace = native_step(scenario, images, scenario.targets())
     print(write_dump(Path(args.out), args.scenario, args.batch_size, trace, checksums(scenario_inputs(scenario))))
+    return 0
+
+
+def cmd_stage_inputs(args) -> int:
+    """The reference's inputs to every stage of the isolated replay, for a port to compute them from files."""
+    from .scenario import load_scenarios
+    from .stage_files import write_stage_inputs
+
+    print(write_stage_inputs(Path(args.out), load_scenarios(args.scenario, [args.batch_size])[0]))
     return 0
 
 
@@ -240,6 +257,10 @@ def main(argv=None) -> int:
     inputs.add_argument("--scenario", default=DEFAULT_SCENARIO)
     inputs.add_argument("--batch-size", type=int, default=1)
     inputs.add_argument("--out", required=True)
+    stages = sub.add_parser("stage-inputs", help="write the reference's inputs to every isolated stage, for a port")
+    stages.add_argument("--scenario", default=DEFAULT_SCENARIO)
+    stages.add_argument("--batch-size", type=int, default=1)
+    stages.add_argument("--out", required=True)
     dump = sub.add_parser("dump", help="write the native module's trace as a dump")
     dump.add_argument("--scenario", default=DEFAULT_SCENARIO)
     dump.add_argument("--batch-size", type=int, default=1)
@@ -268,7 +289,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         commands = {"run": cmd_run, "diff": cmd_diff, "compare": cmd_compare, "dump": cmd_dump, "inputs": cmd_inputs,
-                    "faults": cmd_faults,
+                    "stage-inputs": cmd_stage_inputs, "faults": cmd_faults,
                     "train": cmd_train, "fixtures": cmd_fixtures, "golden": cmd_golden,
                     "bench": cmd_bench, "matrix": cmd_matrix}
         return commands[args.command](args)

@@ -28,15 +28,18 @@ from pathlib import Path
 
 import numpy as np
 
-from .dump_manifest import BOOLEAN_TENSORS, DTYPES, FORMAT, DumpError, check_index_values, load_manifest
+from .dump_manifest import (BOOLEAN_TENSORS, DTYPES, FORMAT, DumpError, check_index_values, harness_name,
+                            load_manifest)
 
 
 def _file_name(name: str) -> str:
     return name.replace("/", "__") + ".bin"
 
 
-def write_dump(directory: Path, scenario: str, batch_size: int, trace: dict, inputs: dict | None = None) -> Path:
-    """inputs: the checksums of the inputs the trace was computed on (parity/dump_inputs.py), recorded."""
+def write_dump(directory: Path, scenario: str, batch_size: int, trace: dict, inputs: dict | None = None,
+               index: bool = False) -> Path:
+    """inputs: the checksums of the inputs the trace was computed on (parity/dump_inputs.py), recorded; index: also
+    write index.txt, the list for C (native/include/parity_dump.h)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     entries = []
@@ -53,6 +56,10 @@ def write_dump(directory: Path, scenario: str, batch_size: int, trace: dict, inp
     if inputs is not None:
         manifest["inputs"] = inputs
     (directory / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    if index:
+        (directory / "index.txt").write_text("".join(
+            " ".join([e["name"], e["dtype"], e["file"], str(len(e["shape"])), *map(str, e["shape"])]) + "\n"
+            for e in entries))
     return directory
 
 
@@ -75,7 +82,7 @@ def read_dump(directory: Path) -> tuple:
         array = np.frombuffer(data, dtype=dtype).reshape(entry["shape"]).astype(dtype.newbyteorder("="))
         if entry["dtype"] not in ("float32", "float64"):
             check_index_values(str(path), name, array)
-        trace[name] = array.astype(bool) if name in BOOLEAN_TENSORS else array
+        trace[name] = array.astype(bool) if harness_name(name) in BOOLEAN_TENSORS else array
     return manifest["scenario"], manifest["batch_size"], trace
 
 

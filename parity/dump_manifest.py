@@ -83,9 +83,17 @@ def load_manifest(directory: Path) -> dict:
     return manifest
 
 
+def harness_name(name: str) -> str:
+    """The harness tensor a dump name holds: a port's isolated output of a stage is `isolated/<name>`."""
+    return name.removeprefix("isolated/")
+
+
 def _check_dtype(where: str, name: str, dtype: str) -> None:
+    name = harness_name(name)
     if dtype not in DTYPES:
         raise DumpError(f"{where}: field 'dtype' is {dtype!r}, expected one of {', '.join(DTYPES)}")
+    if name.startswith("relu_pass/"):  # a stage input (parity/stage_files.py): a mask
+        name = "mining.negatives"
     if name in INDEX_TENSORS and dtype not in INDEX_DTYPES:
         raise DumpError(f"{where}: field 'dtype' is {dtype!r}, but an index tensor is one of {', '.join(INDEX_DTYPES)}")
     if name not in INDEX_TENSORS and dtype not in FLOAT_DTYPES:
@@ -106,6 +114,7 @@ def _check_shape(where: str, dtype: str, shape: list) -> None:
 def check_index_values(where: str, name: str, array: np.ndarray) -> None:
     """Index and boolean tensors hold what their meaning allows: 0/1 for a mask, -1 (background) or a GT index for a
     match, a class >= 0 for a label (dump.check_against_scenario bounds them above)."""
+    name = harness_name(name)
     if not array.size:
         return
     low, high = int(array.min()), int(array.max())
