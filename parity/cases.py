@@ -19,7 +19,7 @@ from .sides import native_model_for, reference_model, run_sides
 
 NARROW_SCENARIOS = ["narrow", "empty_image", "many_boxes", "border_tiny_shared", "large_logits", "zero_image"]
 CASES = ([("default", 1), ("default", 4)] + [(name, b) for name in NARROW_SCENARIOS for b in (1, 2, 4)]
-         + [("two_steps", 2), ("decision_boundaries", 2)])
+         + [("two_steps", 2), ("decision_boundaries", 2), ("photos", 2)])
 
 
 @lru_cache(maxsize=None)

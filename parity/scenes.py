@@ -66,6 +66,10 @@ def _place(rng, w, h, size, border: bool):
 
 
 def make_scene(seed: int, index: int, spec: dict | None = None, size: int = IMAGE_SIZE) -> Scene:
+    if spec and "photo" in spec:  # a photograph and its boxes from fixtures/photos (parity/photos.py)
+        from .photos import photo_scene
+
+        return photo_scene(spec["photo"], size=size)
     spec = {**DEFAULT_SPEC, **(spec or {})}
     rng = np.random.default_rng([seed, index])
     image = _background(rng, size)

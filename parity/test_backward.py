@@ -107,3 +107,31 @@ def test_the_decision_boundary_scenario_sits_on_its_boundaries():
     assert matched.passed
     facts = facts_for("decision_boundaries", 2)
     assert facts["boundary_matches"] == {"threshold": first, "tied": first + 1}
+
+
+def test_the_photos_scenario_is_the_photographs_and_their_boxes():
+    """Real images in the sweep: the first two photographs of fixtures/photos, resized as torchvision does, with
+    their hand-placed boxes scaled alike, and matched (positives on both sides)."""
+    import json
+
+    import torch
+    from PIL import Image
+
+    from .photos import ANNOTATIONS, PHOTO_DIR
+    from .scenes import normalize
+
+    scenario = scenario_for("photos", 2)
+    annotations = json.loads(ANNOTATIONS.read_text())
+    for (boxes, labels), spec in zip(scenario.targets(), scenario.image_specs):
+        image = next(i for i in annotations["images"] if i["file_name"] == spec["photo"])
+        expected = [a for a in annotations["annotations"] if a["image_id"] == image["id"]]
+        assert labels.tolist() == [a["category_id"] for a in expected]
+        x, y, w, h = expected[0]["bbox"]
+        assert boxes[0] == pytest.approx([x * 300 / image["width"], y * 300 / image["height"],
+                                          (x + w) * 300 / image["width"], (y + h) * 300 / image["height"]])
+    with Image.open(PHOTO_DIR / scenario.image_specs[0]["photo"]) as photo:
+        pixels = torch.from_numpy(np.asarray(photo.convert("RGB"), dtype=np.float32) / 255).permute(2, 0, 1)[None]
+    resized = torch.nn.functional.interpolate(pixels, size=(300, 300), mode="bilinear", align_corners=False)
+    np.testing.assert_array_equal(scenario.images()[0], normalize(resized.numpy())[0])
+    facts = facts_for("photos", 2)
+    assert min(facts["matched_gts_per_image"]) >= 2 and facts["nonfinite_native"] == 0
