@@ -83,9 +83,12 @@ def load_manifest(directory: Path) -> dict:
     return manifest
 
 
+ISOLATED = "isolated/"  # a port's output of one stage computed alone (parity/stage_files.py)
+
+
 def harness_name(name: str) -> str:
     """The harness tensor a dump name holds: a port's isolated output of a stage is `isolated/<name>`."""
-    return name.removeprefix("isolated/")
+    return name.removeprefix(ISOLATED)
 
 
 def _check_dtype(where: str, name: str, dtype: str) -> None:

@@ -23,11 +23,10 @@ from reference.routing import replayed_decisions
 from reference.step import backward_order
 from reference.taps import FORWARD_TAPS, stage_inputs
 
+from .dump_manifest import ISOLATED, harness_name
 from .isolated import LOSS_STAGE_OUTPUTS, LOSS_STAGES
 from .scenario import Scenario
 from .sides import reference_model_for, run_sides
-
-PREFIX = "isolated/"
 
 
 def stage_list(scenario: Scenario) -> list:
@@ -73,7 +72,7 @@ class DumpedStages:
     def _take(self, names: list) -> dict:
         missing = [n for n in names if n not in self.outputs]
         if missing:
-            raise LookupError(f"the dump does not provide {', '.join(PREFIX + n for n in missing)}")
+            raise LookupError(f"the dump does not provide {', '.join(ISOLATED + n for n in missing)}")
         return {n: self.outputs[n] for n in names}
 
     def isolated(self, stage, inputs, boxes=None, labels=None) -> dict:
@@ -85,6 +84,6 @@ class DumpedStages:
 
 def split_isolated(trace: dict) -> tuple:
     """A dump's tensors -> (its propagated trace, its isolated outputs by the stage output's name)."""
-    isolated = {n.removeprefix(PREFIX): v for n, v in trace.items() if n.startswith(PREFIX)}
-    return {n: v for n, v in trace.items() if not n.startswith(PREFIX)}, isolated
+    isolated = {harness_name(n): v for n, v in trace.items() if n.startswith(ISOLATED)}
+    return {n: v for n, v in trace.items() if not n.startswith(ISOLATED)}, isolated
 
