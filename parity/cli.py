@@ -73,13 +73,14 @@ def cmd_compare(args) -> int:
 
     from .compare import compare_sides
     from .dump import load_dump_case
+    from .dump_manifest import ISOLATED
     from .isolated import isolated_results
     from .partial import group_of, split_not_provided
     from .sides import reference_model_for, run_sides
     from .stage_files import DumpedStages, reference_for_stages, split_isolated
 
     console = wide_console()
-    scenario, dump = load_dump_case(Path(args.native_dump))
+    scenario, dump, port_names = load_dump_case(Path(args.native_dump))
     native, isolated = split_isolated(dump)
     step = any(group_of(name) != "forward" for name in native) or bool(isolated)
     with console.status(f"running the reference on {scenario.id}"):
@@ -91,6 +92,9 @@ def cmd_compare(args) -> int:
             reference = reference_for_stages(scenario)
             compare_sides(reference)  # the reference's own bounds, which the isolated stages are held to
             results += isolated_results(reference, DumpedStages(isolated))
+    for result in results:
+        isolated_name = ISOLATED + result.name if result.mode == "isolated" else result.name
+        result.port_name = port_names.get(isolated_name, port_names.get(result.name, ""))
     return _report(results, Path(args.report), console, {scenario.id: not_provided})
 
 

@@ -53,10 +53,15 @@ class TensorResult:
     worst: list = field(default_factory=list)
     nonfinite: dict = field(default_factory=dict)
     harness_error: bool = False  # the reference's own float32 broke the bound: the bound is wrong, not the port
+    port_name: str = ""  # a dump's own name for the tensor, where its manifest maps one (parity/dump_layouts.py)
 
     @property
     def passed(self) -> bool:
         return self.verdict == "pass"
+
+    @property
+    def display_name(self) -> str:
+        return f"{self.name} (port: {self.port_name})" if self.port_name else self.name
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -21,7 +21,7 @@ def known_taps() -> list:
 
 def _index_table(result) -> Table:
     verdict = "[green]pass[/green]" if result.passed else "[red]FAIL[/red]"
-    table = Table(title=f"{result.name}  [{result.case}]  {verdict}", title_justify="left", show_header=False)
+    table = Table(title=f"{result.display_name}  [{result.case}]  {verdict}", title_justify="left", show_header=False)
     table.add_column("metric")
     table.add_column("value")
     table.add_row("shape, dtype", f"{tuple(result.shape)} {result.dtype}")
@@ -38,7 +38,7 @@ def _metrics_table(result) -> Table:
         return _index_table(result)
     m, o = result.metrics, result.oracle
     verdict = "[green]pass[/green]" if result.passed else "[red]FAIL[/red]"
-    table = Table(title=f"{result.name}  [{result.case}]  {verdict}", title_justify="left", show_header=False)
+    table = Table(title=f"{result.display_name}  [{result.case}]  {verdict}", title_justify="left", show_header=False)
     table.add_column("metric")
     table.add_column("value")
     rows = [
@@ -85,15 +85,21 @@ def diff_layer(layer: str, scenario_name: str, batch_sizes: list | None, console
     """native_dump: explain the tensor of a port's dump (parity/dump.py), on the dump's scenario and batch size."""
     console = console or wide_console()
     taps = known_taps()
+    native, port_name = None, None
+    if native_dump is not None:
+        from .dump import load_dump_case
+
+        scenario, native, port_names = load_dump_case(Path(native_dump))
+        by_port = {port: harness for harness, port in port_names.items()}
+        if layer in by_port:  # the port's own name for the tensor
+            port_name, layer = layer, by_port[layer]
     if layer not in taps:
         console.print(f"[red]unknown layer {layer!r}[/red]. Valid names:")
         console.print("  " + "\n  ".join(taps))
         return 2
-    native = None
     if native_dump is not None:
-        from .dump import DumpError, load_dump_case
+        from .dump import DumpError
 
-        scenario, native = load_dump_case(Path(native_dump))
         if layer not in native:
             raise DumpError(f"{Path(native_dump) / 'manifest.json'}: the dump does not provide {layer!r}")
         scenarios = [scenario]
@@ -104,6 +110,7 @@ def diff_layer(layer: str, scenario_name: str, batch_sizes: list | None, console
         # A forward tap needs only the forward pass; anything else the whole step.
         traces = run_sides(scenario, step=layer not in tensor_names()["forward"], native=native)
         result = next(r for r in compare_sides(traces) if r.name == layer)
+        result.port_name = port_name or ""
         failed |= not result.passed
         console.print(_metrics_table(result))
         yardstick = traces.reference if result.kind in ("index", "priors") else traces.oracle

@@ -15,7 +15,8 @@ manifest.json:
                  ...],
      "inputs": {"images": "<sha256>", ...}}  # optional: what it was computed on (python -m parity inputs)
 
-Names are the harness's tensor names (README); dtype float32 or float64 for a float tensor, int64, int32 or uint8 for
+Names are the harness's tensor names (README), or the port's own with a "names" map, and a tensor may keep its
+port's layout ("layout": NHWC feature maps, boxes in cxcywh or fractions; parity/dump_layouts.py); dtype float32 or float64 for a float tensor, int64, int32 or uint8 for
 an index tensor (uint8 0/1 for mining.negatives). A malformed manifest or file is a DumpError naming the file and
 the field (parity/dump_manifest.py). Any C program can write it with fwrite. `python -m parity compare --native-dump DIR`
 compares a dump against the reference on the same scenario; the project's own native module goes through the
@@ -28,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .dump_layouts import to_harness_layout
 from .dump_manifest import (BOOLEAN_TENSORS, DTYPES, FORMAT, DumpError, check_index_values, harness_name,
                             load_manifest)
 
@@ -64,7 +66,8 @@ def write_dump(directory: Path, scenario: str, batch_size: int, trace: dict, inp
 
 
 def read_dump(directory: Path) -> tuple:
-    """-> (scenario name, batch size, {name: array}); any inconsistency is a DumpError naming the file."""
+    """-> (scenario name, batch size, {harness name: array in the harness's layout}); any inconsistency is a DumpError
+    naming the file."""
     manifest = load_manifest(directory)
     trace = {}
     for entry in manifest["tensors"]:
@@ -82,6 +85,7 @@ def read_dump(directory: Path) -> tuple:
         array = np.frombuffer(data, dtype=dtype).reshape(entry["shape"]).astype(dtype.newbyteorder("="))
         if entry["dtype"] not in ("float32", "float64"):
             check_index_values(str(path), name, array)
+        array = to_harness_layout(array, entry.get("layout"))
         trace[name] = array.astype(bool) if harness_name(name) in BOOLEAN_TENSORS else array
     return manifest["scenario"], manifest["batch_size"], trace
 
@@ -103,8 +107,9 @@ def check_against_scenario(trace: dict, scenario, num_classes: int) -> None:
 
 
 def load_dump_case(directory: Path) -> tuple:
-    """A dump read and checked against its scenario: -> (Scenario, {name: array}). A dump of an unknown scenario,
-    with a label or match its scenario cannot have, or computed on other inputs is a DumpError."""
+    """A dump read and checked against its scenario: -> (Scenario, {name: array}, {harness name: port name} where
+    the manifest maps them). A dump of an unknown scenario, with a label or match its scenario cannot have, or
+    computed on other inputs is a DumpError."""
     from reference.configs import get_config
 
     from .dump_inputs import check_inputs
@@ -117,5 +122,7 @@ def load_dump_case(directory: Path) -> tuple:
     except ValueError as error:
         raise DumpError(f"{directory / 'manifest.json'}: field 'scenario': {error}") from None
     check_against_scenario(trace, scenario, get_config(scenario.config).num_classes)
-    check_inputs(load_manifest(directory).get("inputs"), scenario, directory / "manifest.json")
-    return scenario, trace
+    manifest = load_manifest(directory)
+    check_inputs(manifest.get("inputs"), scenario, directory / "manifest.json")
+    port_names = {e["name"]: e["port_name"] for e in manifest["tensors"] if e["name"] != e["port_name"]}
+    return scenario, trace, port_names

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .dump_layouts import LayoutError, check_layout
+
 FORMAT = "ssd-parity-dump/1"
 DTYPES = {"float32": "<f4", "float64": "<f8", "int64": "<i8", "int32": "<i4", "uint8": "u1"}
 BOOLEAN_TENSORS = ("mining.negatives",)  # 0/1, read as bool
@@ -33,8 +35,8 @@ def _field(where: str, entry: dict, key: str, kind: type, what: str):
 
 def load_manifest(directory: Path) -> dict:
     """The manifest of the dump in `directory`, checked: {"scenario", "batch_size", "tensors": [entry]} and
-    optionally "inputs" (the checksums of what it was computed on), each entry's "path" resolved inside the
-    directory."""
+    optionally "inputs" (the checksums of what it was computed on) and "names" (parity/dump_layouts.py); each entry's
+    "path" resolved inside the directory, its "name" the harness's (the port's kept as "port_name")."""
     path = Path(directory) / "manifest.json"
     if not path.is_file():
         raise DumpError(f"{path}: no manifest.json in the dump directory")
@@ -54,22 +56,32 @@ def load_manifest(directory: Path) -> dict:
     if inputs is not None and not (isinstance(inputs, dict) and all(isinstance(v, str) for v in inputs.values())):
         raise DumpError(f"{path}: field 'inputs' is {inputs!r}, expected {{input name: sha256}} "
                         f"(parity/dump_inputs.py)")
+    port_names = _name_map(path, manifest.get("names"))
     tensors = _field(str(path), manifest, "tensors", list, "a list of tensor entries")
-    names, files = set(), set()
+    names, files = {}, set()  # harness name -> the port's
     root = Path(directory).resolve()
     for number, entry in enumerate(tensors):
         where = f"{path}: tensors[{number}]"
         if not isinstance(entry, dict):
             raise DumpError(f"{where} is {entry!r}, expected an object")
-        name = _field(where, entry, "name", str, "a tensor name")
-        where = f"{path}: tensor {name!r}"
-        if not name:
+        port_name = _field(where, entry, "name", str, "a tensor name")
+        where = f"{path}: tensor {port_name!r}"
+        if not port_name:
             raise DumpError(f"{path}: tensors[{number}]: field 'name' is empty")
+        name = _mapped(port_name, port_names)
         if name in names:
-            raise DumpError(f"{where} is listed twice")
-        names.add(name)
+            through = {names[name], port_name} - {name}
+            raise DumpError(f"{where} is listed twice" + (f" ({' and '.join(map(repr, sorted(through)))} as {name!r}, "
+                                                          f"through 'names')" if through else ""))
+        names[name] = port_name
+        entry["name"], entry["port_name"] = name, port_name
         _check_dtype(where, name, _field(where, entry, "dtype", str, f"one of {', '.join(DTYPES)}"))
         _check_shape(where, entry["dtype"], _field(where, entry, "shape", list, "a list of whole numbers >= 0"))
+        if "layout" in entry:
+            try:
+                check_layout(harness_name(name), _field(where, entry, "layout", str, "a layout name"), entry["shape"])
+            except LayoutError as error:
+                raise DumpError(f"{where}: {error}") from None
         file = _field(where, entry, "file", str, "a file name inside the dump directory")
         resolved = (root / file).resolve()
         if not resolved.is_relative_to(root) or resolved == root:
@@ -84,6 +96,29 @@ def load_manifest(directory: Path) -> dict:
 
 
 ISOLATED = "isolated/"  # a port's output of one stage computed alone (parity/stage_files.py)
+
+
+def _name_map(path: Path, names) -> dict:
+    """The manifest's optional "names": {port name: harness name}, one port name per harness name."""
+    if names is None:
+        return {}
+    if not isinstance(names, dict) or not all(isinstance(v, str) and v for v in names.values()):
+        raise DumpError(f"{path}: field 'names' is {names!r}, expected {{port name: harness name}}")
+    seen = {}
+    for port, harness in names.items():
+        if harness in seen:
+            raise DumpError(f"{path}: field 'names' maps both {seen[harness]!r} and {port!r} to {harness!r}")
+        seen[harness] = port
+    return names
+
+
+def _mapped(port_name: str, port_names: dict) -> str:
+    """The harness's name of a port's tensor; an isolated stage's output keeps its prefix around the mapped name."""
+    if port_name in port_names:
+        return port_names[port_name]
+    if port_name.startswith(ISOLATED) and harness_name(port_name) in port_names:
+        return ISOLATED + port_names[harness_name(port_name)]
+    return port_name
 
 
 def harness_name(name: str) -> str:

@@ -56,6 +56,17 @@ def nonfinite_lines(run: dict) -> list:
     return lines
 
 
+def _divergence(result) -> dict | None:
+    if result is None:
+        return None
+    return {"name": result.name, "reasons": result.reasons, **({"port_name": result.port_name} if result.port_name else {})}
+
+
+def shown_name(entry: dict) -> str:
+    """A tensor's name as printed: the harness's, with the port's own beside it where a dump maps one."""
+    return f"{entry['name']} (port: {entry['port_name']})" if entry.get("port_name") else entry["name"]
+
+
 def summarize_runs(results: list, not_provided: dict | None = None) -> list:
     """not_provided: case -> the tensors a dump did not contain (parity/partial.py), listed per run."""
     not_provided = not_provided or {}
@@ -81,12 +92,11 @@ def summarize_runs(results: list, not_provided: dict | None = None) -> list:
                 "harness_errors": sum(r.harness_error for r in all_rows),
                 "ties": {r.name: r.ties for r in rows if r.ties},
                 "nonfinite": first_nonfinite(rows),
-                "first_divergence": {"name": first.name, "reasons": first.reasons} if first else None,
+                "first_divergence": _divergence(first),
                 "isolated": {
                     "compared": len(isolated),
                     "failed": sum(not r.passed for r in isolated),
-                    "first_divergence": ({"name": first_isolated.name, "reasons": first_isolated.reasons}
-                                         if first_isolated else None),
+                    "first_divergence": _divergence(first_isolated),
                 },
             }
         )
@@ -159,8 +169,8 @@ def print_summary(report: dict, console: Console | None = None) -> None:
             str(run["compared"]),
             f"[red]{run['failed']}[/red]" if run["failed"] else "[green]0[/green]",
             str(sum(run.get("ties", {}).values())),
-            f"[red]{first['name']}[/red]: {first['reasons'][0]}" if first else "-",
-            "-" if not iso["compared"] else (f"[red]{iso['failed']}, {iso['first_divergence']['name']}[/red]"
+            f"[red]{shown_name(first)}[/red]: {first['reasons'][0]}" if first else "-",
+            "-" if not iso["compared"] else (f"[red]{iso['failed']}, {shown_name(iso['first_divergence'])}[/red]"
                                               if iso["failed"] else f"0 of {iso['compared']}"),
         )
     console.print(table)

@@ -76,7 +76,7 @@ def _relu_ties(tap, native, reference, oracle, replayed, decisions, native_repla
 
 def _mining_ties(native, reference, oracle, decisions, window=None):
     name = "mining.negatives"
-    if name not in native or name not in decisions:
+    if not _decided(native, decisions, name):
         return None
     tolerance = _window(window, "loss.cls_per_prior", reference, oracle)
     if not np.isscalar(tolerance):  # a loss and the boundary's may each be off by the largest bound
@@ -91,10 +91,16 @@ def _matching_ties(native, reference, decisions):
     0.5 threshold, or two equal IoUs): it takes the native match there, but only where the float32 reference
     agrees with the native side (a native/reference difference is never replayed)."""
     name = "match.matched_idx"
-    if decisions is reference or name not in decisions or name not in native:
+    if decisions is reference or not _decided(native, decisions, name):
         return None
     mask = (decisions[name] != native[name]) & (reference[name] == native[name])
     return ("match", torch.from_numpy(native[name]), torch.from_numpy(mask)) if mask.any() else None
+
+
+def _decided(native, decisions, name) -> bool:
+    """Whether the native decision at `name` is known: a partial dump may lack the tensor, and one of the wrong shape
+    (which fails on its shape) decides nothing either."""
+    return name in native and name in decisions and np.shape(native[name]) == np.shape(decisions[name])
 
 
 def find_routing_ties(model, native: dict, reference: dict, oracle: dict, replayed: dict | None = None,
@@ -119,7 +125,7 @@ def find_routing_ties(model, native: dict, reference: dict, oracle: dict, replay
     if matching is not None:
         found["match.matched_idx"] = matching
     for module, tap in module_taps(model).items() if network else ():
-        if POOL_INPUTS.get(tap, tap) not in native:  # a partial dump: the native decision there is unknown
+        if not _decided(native, decisions, POOL_INPUTS.get(tap, tap)):
             entry = None
         elif tap in POOL_INPUTS:
             entry = _pool_ties(module, POOL_INPUTS[tap], native, reference, oracle, replayed.get(tap), decisions,

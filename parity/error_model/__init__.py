@@ -57,8 +57,9 @@ class ErrorModel:
         oracle = self.value(name)
         if name == "input":
             return torch.zeros_like(oracle)
-        if side.get(name) is not None and np.shape(side[name]) == tuple(oracle.shape):
-            return torch.from_numpy(np.asarray(side[name])).to(torch.float64).sub_(oracle).abs_()
+        given = self._given(name, side)
+        if given is not None:
+            return torch.from_numpy(given).to(torch.float64).sub_(oracle).abs_()
         self.assumed_missing = True
         key = (name, id(side))
         if key not in self._assumed:
@@ -66,6 +67,14 @@ class ErrorModel:
             self._assumed[key] = (torch.zeros_like(oracle) if assumed is None
                                   else torch.nan_to_num(assumed.reshape(oracle.shape), nan=torch.inf))
         return self._assumed[key].clone()  # callers may work in place on what they derive from it
+
+    def _given(self, name: str, side: dict) -> np.ndarray | None:
+        """The side's tensor where it has one of the oracle's shape; None where it lacks it or has another shape
+        (a partial dump, a layout declared wrong: that tensor fails on its shape), so its values decide nothing."""
+        value = side.get(name)
+        if value is None or np.shape(value) != np.shape(self.oracle[name]):
+            return None
+        return np.asarray(value)
 
     def bound(self, name: str, side: dict) -> np.ndarray | None:
         """Per-element bound on |side[name] - oracle[name]| (NaN, from a non-finite input, becomes +inf: not
@@ -153,7 +162,7 @@ class ErrorModel:
     def _loss_conf(self, side):
         weight = self._selection_weight()
         oracle_negatives = np.asarray(self.oracle["mining.negatives"])
-        side_negatives = side.get("mining.negatives")
+        side_negatives = self._given("mining.negatives", side)
         extra = torch.zeros_like(weight)
         if side_negatives is not None:
             # A prior only one side mined (a tie at the selection boundary): what it adds on that side.
@@ -182,8 +191,8 @@ class ErrorModel:
         routing forced it through (a near-tie): the union, so a replayed tie is covered and a wrong mask is not."""
         out = self.value(stage.tap)
         mask = out > 0
-        if side.get(stage.tap) is not None:
-            mask |= torch.from_numpy(np.asarray(side[stage.tap]) > 0)
+        if self._given(stage.tap, side) is not None:
+            mask |= torch.from_numpy(self._given(stage.tap, side) > 0)
         entry = self.routing.get(stage.tap)
         if entry is not None and entry[0] == "relu":
             mask |= entry[1]
@@ -194,7 +203,7 @@ class ErrorModel:
         grad, dgrad = self.value("grad/" + stage.tap), self.deviation("grad/" + stage.tap, side)
         if not stage.relu:
             return grad, dgrad
-        if side.get(stage.tap) is None:  # the side's decisions here are unknown (a partial dump)
+        if self._given(stage.tap, side) is None:  # the side's decisions here are unknown (a partial dump)
             undecided = self._undecided_relu(stage, side)
             mask = self._relu_mask(stage, side) + undecided
             return grad * mask, dgrad * mask + undecided * grad.abs()
@@ -240,7 +249,7 @@ class ErrorModel:
             elif r.kind == "pool":
                 grad, dgrad = self.value("grad/" + r.tap), self.deviation("grad/" + r.tap, side)
                 total += backward.pool_scatter(self._pool_argmax(r), g * grad.abs() + (1 + g) * dgrad, shape)
-                if side.get(tap) is None:  # the side's window choices are unknown (a partial dump)
+                if self._given(tap, side) is None:  # the side's window choices are unknown (a partial dump)
                     total += backward.pool_undecided(r.module, self.value(tap), self.deviation(tap, side),
                                                      grad.abs() + dgrad)
             elif r.kind == "l2norm":
