@@ -51,8 +51,9 @@ class Model {
                 const std::vector<std::vector<int64_t>>& labels);
 
   // Every backward stage alone: the forward state is the given taps (every forward and loss tap), each stage
-  // starts from the given gradient of its output ("grads", tap -> d loss / d tap) and max-pool windows and
-  // replayed ReLUs route as given. Records, per tap, the gradient its consumers produced (isolated_grad) and every
+  // starts from the given gradient of its output ("grads", tap -> d loss / d tap); max-pool windows route by the
+  // native side's own choice on the given input, except where a given pool_argmax holds one (-1: its own), and
+  // replayed ReLUs as given. Records, per tap, the gradient its consumers produced (isolated_grad) and every
   // parameter gradient (param_grad).
   void isolated_backward(std::map<std::string, Tensor<T>> taps, std::map<std::string, Tensor<int64_t>> index_taps,
                          const std::map<std::string, Tensor<T>>& grads,

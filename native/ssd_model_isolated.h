@@ -127,21 +127,19 @@ void Model<T>::isolated_backward(std::map<std::string, Tensor<T>> taps,
 
   for (const Op& op : backbone_) {
     if (op.kind == OpKind::MaxPool) {
-      // The window decisions are forward state. Without a given one, the native side's own on the given input
-      // (the forward's own max-pool: a wrong argmax shows in isolation too); a given one (a near-tie the
-      // reference decided) is validated so no index leaves its plane.
+      // The window decisions are forward state: the native side's own on the given input (the forward's own
+      // max-pool, so a wrong argmax shows in isolation too), except at windows a given argmax decides (a near-tie
+      // the reference decided; -1 elsewhere), each validated so no index leaves its plane.
       auto given = pool_argmax.find(op.out);
-      if (given == pool_argmax.end()) {
-        Tensor<T> unused(taps_.at(op.out).shape);  // the given output tap stays
-        pool_stage(op, unused);
-        continue;
-      }
+      Tensor<T> unused(taps_.at(op.out).shape);  // the given output tap stays
+      pool_stage(op, unused);
+      if (given == pool_argmax.end()) continue;
       const MapShape in = shapes_.at(op.in);
       const std::string what = "pool_argmax['" + op.out + "']";
       require_shape(what, given->second.shape, expected_shape(op.out, batch));
-      std::vector<int32_t>& argmax = pool_argmax_[op.out];
-      argmax.resize(given->second.data.size());
+      std::vector<int32_t>& argmax = pool_argmax_.at(op.out);
       for (size_t i = 0; i < argmax.size(); ++i) {
+        if (given->second.data[i] == -1) continue;
         require_in_plane(what, given->second.data[i], in);
         argmax[i] = int32_t(given->second.data[i]);
       }

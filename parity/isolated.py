@@ -8,6 +8,7 @@ the reference's gradient of its output, with the reference's forward state (acti
 ReLU decisions its backward used)."""
 
 import numpy as np
+import torch
 
 from reference.routing import replayed_decisions
 from reference.step import backward_order
@@ -112,15 +113,15 @@ def backward_stage_results(traces, native_model) -> list:
     forward_state["input"] = traces.scenario.images()
     grads = {name.removeprefix("grad/"): np.ascontiguousarray(value) for name, value in reference.items()
              if name.startswith("grad/")}
-    pool_argmax, relu_pass = replayed_decisions(reference_model, reference, traces.routing)
+    _, relu_pass = replayed_decisions(reference_model, reference, traces.routing)
     # The native side takes its own pooling decisions on the reference's values, so a wrong argmax shows here too;
-    # a pool where the reference's backward took a near-tie's other choice is given the reference's decisions (the
-    # whole pool's: the native API takes a full argmax).
-    routed_pools = {tap for tap, entry in traces.routing.items() if entry[0] == "pool"}
+    # only a window where the reference's backward took a near-tie's other choice is given that choice (-1: the
+    # native's own).
+    tied_windows = {tap: torch.where(mask, choice, -1).numpy() for tap, (kind, choice, mask) in traces.routing.items()
+                    if kind == "pool"}
     try:
-        outputs = native_model.isolated_backward(
-            forward_state, grads, {tap: a.numpy() for tap, a in pool_argmax.items() if tap in routed_pools},
-            {tap: m.numpy().astype(np.uint8) for tap, m in relu_pass.items()})
+        outputs = native_model.isolated_backward(forward_state, grads, tied_windows,
+                                                 {tap: m.numpy().astype(np.uint8) for tap, m in relu_pass.items()})
     except Exception as error:
         return _raised(backward_order(reference_model), traces, error)
     return [_isolated(name, traces, outputs.get(name), reference) for name in backward_order(reference_model)]

@@ -222,3 +222,38 @@ def test_an_isolated_stage_that_raises_fails_there_with_its_message_and_the_rest
     assert "raised ValueError" in failed[0].reasons[0] and "loss.extra" in failed[0].reasons[0]
     assert len(isolated) == 166
     assert build_report(isolated)["runs"][0]["isolated"]["failed"] == 1
+
+
+class _WrongWindow:
+    """The native model, except that its isolated backward routes one pool1 window's gradient to the window's
+    runner-up, as a port whose max-pool argmax is wrong would: a window whose top two are far apart (no near-tie)."""
+
+    def __init__(self, model, window, choice):
+        self.model, self.window, self.choice = model, window, choice
+
+    def isolated(self, *args):
+        return self.model.isolated(*args)
+
+    def isolated_backward(self, state, grads, tied_windows, relu_pass):
+        given = dict(tied_windows)
+        argmax = np.full(np.shape(state["backbone.pool1"]), -1, dtype=np.int64)
+        argmax[self.window] = self.choice
+        given["backbone.pool1"] = argmax
+        return self.model.isolated_backward(state, grads, given, relu_pass)
+
+
+def test_a_wrong_argmax_at_a_window_that_is_no_tie_fails_in_isolation_where_it_routes(narrow_weights):
+    traces = traces_for("narrow", 2)
+    x = traces.reference["backbone.conv1_2"]
+    grad = traces.reference["grad/backbone.pool1"]
+    # A window with a clear maximum, whose gradient is not zero: its runner-up takes what the maximum should.
+    b, c, h, w = x.shape
+    windows = x.reshape(b, c, h // 2, 2, w // 2, 2).transpose(0, 1, 2, 4, 3, 5).reshape(b, c, h // 2, w // 2, 4)
+    top = np.sort(windows, axis=-1)
+    clear = (top[..., 3] - top[..., 2] > 1e-2) & (np.abs(grad) > 1e-6)
+    window = tuple(int(i) for i in np.argwhere(clear)[0])
+    order = np.argsort(windows[window])[::-1]
+    dy, dx = divmod(int(order[1]), 2)
+    choice = (2 * window[2] + dy) * w + 2 * window[3] + dx
+    isolated = isolated_results(traces, _WrongWindow(ssd_native.ModelFloat32(narrow_weights), window, choice))
+    assert [r.name for r in isolated if not r.passed] == ["grad/backbone.conv1_2"]
