@@ -61,10 +61,15 @@ class TensorResult:
 
     @property
     def display_name(self) -> str:
-        return f"{self.name} (port: {self.port_name})" if self.port_name else self.name
+        return shown_name(self.name, self.port_name)
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def shown_name(name: str, port_name: str | None) -> str:
+    """A tensor's name as printed: the harness's, with the port's own beside it where a dump maps one."""
+    return f"{name} (port: {port_name})" if port_name else name
 
 
 CHUNK = 4096

@@ -16,9 +16,9 @@ manifest.json:
      "inputs": {"images": "<sha256>", ...}}  # optional: what it was computed on (python -m parity inputs)
 
 Names are the harness's tensor names (README), or the port's own with a "names" map, and a tensor may keep its
-port's layout ("layout": NHWC feature maps, boxes in cxcywh or fractions; parity/dump_layouts.py); dtype float32 or float64 for a float tensor, int64, int32 or uint8 for
-an index tensor (uint8 0/1 for mining.negatives). A malformed manifest or file is a DumpError naming the file and
-the field (parity/dump_manifest.py). Any C program can write it with fwrite. `python -m parity compare --native-dump DIR`
+port's layout ("layout": NHWC feature maps, boxes in cxcywh or fractions; parity/dump_layouts.py); dtype float32 or
+float64 for a float tensor, int64, int32 or uint8 for an index tensor (uint8 0/1 for mining.negatives). A malformed
+manifest or file is a DumpError naming the file and the field (parity/dump_manifest.py). Any C program can write it with fwrite. `python -m parity compare --native-dump DIR`
 compares a dump against the reference on the same scenario; the project's own native module goes through the
 same path in tests/test_dump.py.
 """

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from .diff_plots import picture_stem
-from .report import nonfinite_lines, shown_name
+from .report import nonfinite_lines, shown
 
 PICTURE_DIR = "diff"
 
@@ -52,7 +52,7 @@ def _run_table(report: dict) -> str:
     rows = []
     for run in report["runs"]:
         first = run["first_divergence"]
-        divergence = f"<b>{html.escape(shown_name(first))}</b>: {html.escape(first['reasons'][0])}" if first else "-"
+        divergence = f"<b>{html.escape(shown(first))}</b>: {html.escape(first['reasons'][0])}" if first else "-"
         isolated = run.get("isolated", {})
         first_isolated = isolated.get("first_divergence")
         verdict = "fail" if run["failed"] or isolated.get("failed") else "pass"
@@ -61,7 +61,7 @@ def _run_table(report: dict) -> str:
             f"<td>{run['compared']}</td><td class='verdict'>{run['failed']}</td>"
             f"<td>{sum(run.get('ties', {}).values())}</td><td>{divergence}</td>"
             f"<td>{isolated.get('failed', 0)} of {isolated.get('compared', 0)}"
-            f"{': ' + html.escape(shown_name(first_isolated)) if first_isolated else ''}</td></tr>"
+            f"{': ' + html.escape(shown(first_isolated)) if first_isolated else ''}</td></tr>"
         )
     return ("<table><tr><th>case</th><th>compared</th><th>failed</th><th>ties</th><th>first divergence</th>"
             "<th>isolated: failed, first</th></tr>" + "".join(rows) + "</table>")
@@ -107,7 +107,7 @@ def _case_section(report: dict, run: dict, base: Path | None) -> str:
                      f"has; not provided by the dump ({len(run['not_provided'])}): {names}</p>")
     first = run["first_divergence"]
     if first:
-        parts.append(f"<p>First divergence: <code>{html.escape(shown_name(first))}</code></p>")
+        parts.append(f"<p>First divergence: <code>{html.escape(shown(first))}</code></p>")
         parts += [f"<img class='first' src='{html.escape(path)}' alt='{label} of {html.escape(first['name'])}'>"
                   for label, path in _pictures(first["name"], case, base)]
     for mode, title in (("propagated", "propagated: the native run on its own inputs"),

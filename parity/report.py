@@ -20,6 +20,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from .compare import shown_name
+
 SCHEMA_VERSION = 1
 DEFAULT_REPORT = Path("reports") / "parity-report.json"
 
@@ -59,12 +61,13 @@ def nonfinite_lines(run: dict) -> list:
 def _divergence(result) -> dict | None:
     if result is None:
         return None
-    return {"name": result.name, "reasons": result.reasons, **({"port_name": result.port_name} if result.port_name else {})}
+    entry = {"name": result.name, "reasons": result.reasons}
+    return {**entry, "port_name": result.port_name} if result.port_name else entry
 
 
-def shown_name(entry: dict) -> str:
-    """A tensor's name as printed: the harness's, with the port's own beside it where a dump maps one."""
-    return f"{entry['name']} (port: {entry['port_name']})" if entry.get("port_name") else entry["name"]
+def shown(entry: dict) -> str:
+    """A report entry's tensor name as printed (compare.shown_name)."""
+    return shown_name(entry["name"], entry.get("port_name"))
 
 
 def summarize_runs(results: list, not_provided: dict | None = None) -> list:
@@ -169,8 +172,8 @@ def print_summary(report: dict, console: Console | None = None) -> None:
             str(run["compared"]),
             f"[red]{run['failed']}[/red]" if run["failed"] else "[green]0[/green]",
             str(sum(run.get("ties", {}).values())),
-            f"[red]{shown_name(first)}[/red]: {first['reasons'][0]}" if first else "-",
-            "-" if not iso["compared"] else (f"[red]{iso['failed']}, {shown_name(iso['first_divergence'])}[/red]"
+            f"[red]{shown(first)}[/red]: {first['reasons'][0]}" if first else "-",
+            "-" if not iso["compared"] else (f"[red]{iso['failed']}, {shown(iso['first_divergence'])}[/red]"
                                               if iso["failed"] else f"0 of {iso['compared']}"),
         )
     console.print(table)

@@ -191,8 +191,9 @@ class ErrorModel:
         routing forced it through (a near-tie): the union, so a replayed tie is covered and a wrong mask is not."""
         out = self.value(stage.tap)
         mask = out > 0
-        if self._given(stage.tap, side) is not None:
-            mask |= torch.from_numpy(self._given(stage.tap, side) > 0)
+        given = self._given(stage.tap, side)
+        if given is not None:
+            mask |= torch.from_numpy(given > 0)
         entry = self.routing.get(stage.tap)
         if entry is not None and entry[0] == "relu":
             mask |= entry[1]
