@@ -69,6 +69,10 @@ def read_dump(directory: Path) -> tuple:
     """-> (scenario name, batch size, {harness name: array in the harness's layout}); any inconsistency is a DumpError
     naming the file."""
     manifest = load_manifest(directory)
+    return manifest["scenario"], manifest["batch_size"], _read_tensors(manifest)
+
+
+def _read_tensors(manifest: dict) -> dict:
     trace = {}
     for entry in manifest["tensors"]:
         path, name = entry["path"], entry["name"]
@@ -87,7 +91,7 @@ def read_dump(directory: Path) -> tuple:
             check_index_values(str(path), name, array)
         array = to_harness_layout(array, entry.get("layout"))
         trace[name] = array.astype(bool) if harness_name(name) in BOOLEAN_TENSORS else array
-    return manifest["scenario"], manifest["batch_size"], trace
+    return trace
 
 
 def check_against_scenario(trace: dict, scenario, num_classes: int) -> None:
@@ -116,13 +120,13 @@ def load_dump_case(directory: Path) -> tuple:
     from .scenario import load_scenarios
 
     directory = Path(directory)
-    scenario_name, batch_size, trace = read_dump(directory)
+    manifest = load_manifest(directory)
+    trace = _read_tensors(manifest)
     try:
-        scenario = load_scenarios(scenario_name, [batch_size])[0]
+        scenario = load_scenarios(manifest["scenario"], [manifest["batch_size"]])[0]
     except ValueError as error:
         raise DumpError(f"{directory / 'manifest.json'}: field 'scenario': {error}") from None
     check_against_scenario(trace, scenario, get_config(scenario.config).num_classes)
-    manifest = load_manifest(directory)
     check_inputs(manifest.get("inputs"), scenario, directory / "manifest.json")
     port_names = {e["name"]: e["port_name"] for e in manifest["tensors"] if e["name"] != e["port_name"]}
     return scenario, trace, port_names

@@ -51,18 +51,3 @@ def to_harness_layout(array: np.ndarray, layout: str | None) -> np.ndarray:
         centre, extent = boxes[:, :2], boxes[:, 2:]
         boxes = np.concatenate([centre - half * extent, centre + half * extent], axis=1)
     return boxes * size if layout.endswith("fractions") else boxes
-
-
-def from_harness_layout(array: np.ndarray, layout: str | None) -> np.ndarray:
-    """A harness array written the way a port with this layout keeps it (for tests and examples): NCHW -> NHWC,
-    xyxy pixels -> the box layout, in float64 and rounded once to float32."""
-    if layout in (None, "NCHW", "xyxy-pixels"):
-        return array
-    if layout == "NHWC":
-        return np.ascontiguousarray(array.transpose(0, 2, 3, 1))
-    boxes = array.astype(np.float64)
-    if layout.endswith("fractions"):
-        boxes = boxes / IMAGE_SIZE
-    if layout.startswith("cxcywh"):
-        boxes = np.concatenate([(boxes[:, :2] + boxes[:, 2:]) / 2, boxes[:, 2:] - boxes[:, :2]], axis=1)
-    return boxes.astype(np.float32)

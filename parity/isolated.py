@@ -10,7 +10,7 @@ ReLU decisions its backward used)."""
 import numpy as np
 import torch
 
-from reference.routing import replayed_decisions
+from reference.routing import replayed_relu_pass
 from reference.step import backward_order
 from reference.taps import FORWARD_TAPS, stage_inputs
 
@@ -113,7 +113,7 @@ def backward_stage_results(traces, native_model) -> list:
     forward_state["input"] = traces.scenario.images()
     grads = {name.removeprefix("grad/"): np.ascontiguousarray(value) for name, value in reference.items()
              if name.startswith("grad/")}
-    _, relu_pass = replayed_decisions(reference_model, reference, traces.routing)
+    relu_pass = replayed_relu_pass(reference, traces.routing)
     # The native side takes its own pooling decisions on the reference's values, so a wrong argmax shows here too;
     # only a window where the reference's backward took a near-tie's other choice is given that choice (-1: the
     # native's own).

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from reference.routing import replayed_decisions
+from reference.routing import replayed_relu_pass
 from reference.step import backward_order
 from reference.taps import FORWARD_TAPS, stage_inputs
 
@@ -51,7 +51,7 @@ def write_stage_inputs(directory: Path, scenario: Scenario) -> Path:
     reference = traces.reference
     tensors = {"input": scenario.images()}
     tensors.update({name: value for name, value in reference.items() if not name.startswith("param_grad/")})
-    _, relu_pass = replayed_decisions(reference_model_for(scenario), reference, traces.routing)
+    relu_pass = replayed_relu_pass(reference, traces.routing)
     tensors.update({f"relu_pass/{tap}": mask.numpy().astype(np.uint8) for tap, mask in relu_pass.items()})
     write_dump(directory, scenario.name, scenario.batch_size, tensors, checksums(scenario_inputs(scenario)),
                index=True)

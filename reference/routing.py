@@ -16,7 +16,6 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.modules.utils import _pair
 
-from .taps import module_taps
 
 POOL_INPUTS = {
     "backbone.pool1": "backbone.conv1_2",
@@ -119,17 +118,9 @@ def install_routing(module_taps: dict, routing: Routing) -> list:
     return handles
 
 
-def replayed_decisions(model, taps: dict, replay: dict) -> tuple:
-    """The forward decisions the reference's backward used, from its trace (tap -> array) and the replay it ran
-    with: -> ({pool tap: (B,C,OH,OW) window argmax}, {replayed ReLU tap: (B,C,H,W) bool, where the gradient passed}).
-    Elsewhere a ReLU passes the gradient where its output is positive, as torch's does."""
-    modules = {name: module for module, name in module_taps(model).items()}
-    pool_argmax = {}
-    for tap, input_tap in POOL_INPUTS.items():
-        with torch.no_grad():
-            own = window_argmax(modules[tap], torch.from_numpy(taps[input_tap]))
-        entry = replay.get(tap)
-        pool_argmax[tap] = torch.where(entry[2], entry[1], own) if entry else own
-    relu_pass = {tap: ((torch.from_numpy(taps[tap]) > 0) | force_pass) & ~force_block
-                 for tap, (kind, force_pass, force_block) in replay.items() if kind == "relu"}
-    return pool_argmax, relu_pass
+def replayed_relu_pass(taps: dict, replay: dict) -> dict:
+    """Where the reference's backward let the gradient through each replayed ReLU, from its trace (tap -> array) and
+    the replay it ran with: {replayed ReLU tap: (B,C,H,W) bool}. Elsewhere a ReLU passes the gradient where its output
+    is positive, as torch's does."""
+    return {tap: ((torch.from_numpy(taps[tap]) > 0) | force_pass) & ~force_block
+            for tap, (kind, force_pass, force_block) in replay.items() if kind == "relu"}

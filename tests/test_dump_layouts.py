@@ -10,10 +10,25 @@ import torch
 
 from parity.cli import main
 from parity.dump import DumpError, read_dump, write_dump
-from parity.dump_layouts import BOX_LAYOUTS, from_harness_layout, to_harness_layout
+from parity.dump_layouts import BOX_LAYOUTS, to_harness_layout
 from parity.sides import reference_model_for
 from parity.scenario import load_scenarios
-from reference.configs import SOURCE_SIZES
+from reference.configs import IMAGE_SIZE, SOURCE_SIZES
+
+
+def from_harness_layout(array: np.ndarray, layout: str | None) -> np.ndarray:
+    """A harness array written the way a port with this layout keeps it: NCHW -> NHWC,
+    xyxy pixels -> the box layout, in float64 and rounded once to float32."""
+    if layout in (None, "NCHW", "xyxy-pixels"):
+        return array
+    if layout == "NHWC":
+        return np.ascontiguousarray(array.transpose(0, 2, 3, 1))
+    boxes = array.astype(np.float64)
+    if layout.endswith("fractions"):
+        boxes = boxes / IMAGE_SIZE
+    if layout.startswith("cxcywh"):
+        boxes = np.concatenate([(boxes[:, :2] + boxes[:, 2:]) / 2, boxes[:, 2:] - boxes[:, :2]], axis=1)
+    return boxes.astype(np.float32)
 
 
 def _port_name(name: str) -> str:
