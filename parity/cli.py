@@ -134,7 +134,7 @@ def cmd_faults(args) -> int:
     """Every catalogued fault switched on in turn: detected? localized to the tensor where it starts?"""
     from rich.table import Table
 
-    from .faults import CATALOGUE, check_fault
+    from .faults import CATALOGUE, LADDER_MARGIN, check_fault
 
     console = wide_console()
     chosen = [f for f in CATALOGUE if not args.only or f.name in args.only]
@@ -143,7 +143,8 @@ def cmd_faults(args) -> int:
         raise ValueError(f"unknown fault(s) {sorted(unknown)}; known: {', '.join(f.name for f in CATALOGUE)}")
     table = Table(title="fault catalogue: each bug on, the parity run's verdict", title_justify="left")
     for column in ("fault", "what it does", "scenario", "starts at", "detected", "first divergence (propagated / "
-                   "isolated)", "sentinel", "localized", "margin (native / reference)"):
+                   "isolated)", "sentinel", "localized", "float32 margin (native / reference)",
+                   "float64 build margin"):
         table.add_column(column, overflow="fold")  # tensor names are shown whole
     as_expected = True
     for number, fault in enumerate(chosen, 1):
@@ -153,16 +154,20 @@ def cmd_faults(args) -> int:
         margin = ("exact" if outcome.margin is None
                   else f"{outcome.margin:.3g}" if outcome.reference_margin is None
                   else f"{outcome.margin:.3g} / {outcome.reference_margin:.3g}")
+        margin64 = "-" if outcome.float64_margin is None else f"{outcome.float64_margin:.3g}"
         if fault.within_model:  # must pass: no detection expected
             as_expected &= not outcome.detected
             detected = "[red]yes[/red]" if outcome.detected else "[green]no (inside the error model)[/green]"
             localized = "-"
         else:
-            as_expected &= outcome.detected and outcome.localized
-            detected = "[green]yes[/green]" if outcome.detected else "[red]no[/red]"
+            strong = outcome.strongest_margin is None or outcome.strongest_margin >= LADDER_MARGIN
+            as_expected &= outcome.detected and outcome.localized and strong
+            detected = ("[green]yes[/green]" if outcome.detected and strong
+                        else f"[red]yes, margin < {LADDER_MARGIN:g}[/red]" if outcome.detected else "[red]no[/red]")
             localized = "[green]yes[/green]" if outcome.localized else "[red]no[/red]"
         table.add_row(fault.name, fault.does, f"{fault.scenario} B{fault.batch_size}", fault.starts_at, detected,
-                      f"{outcome.first_divergence} / {outcome.first_isolated or '-'}", sentinel, localized, margin)
+                      f"{outcome.first_divergence} / {outcome.first_isolated or '-'}", sentinel, localized, margin,
+                      margin64)
     console.print(table)
     return 0 if as_expected else 1
 

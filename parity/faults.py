@@ -117,6 +117,16 @@ class FaultOutcome:
     reference_finite_there: bool
     margin: float | None = None  # at starts_at, propagated: the native's largest error / bound (None: exact tensor)
     reference_margin: float | None = None
+    # At starts_at, the native float64 build's largest error / its strict bound: the same code and fault in double,
+    # where rounding is 1e-16, so what it shows is the change of mathematics alone.
+    float64_margin: float | None = None
+
+    @property
+    def strongest_margin(self) -> float | None:
+        """How far past its bound the fault goes where it starts, in whichever check shows it most (None: an exact
+        tensor, which any change fails)."""
+        margins = [m for m in (self.margin, self.float64_margin) if m is not None]
+        return max(margins) if margins else None
 
     @property
     def localized(self) -> bool:
@@ -126,6 +136,10 @@ class FaultOutcome:
         if self.fault.nonfinite:
             ok = ok and self.first_nonfinite == expected and self.reference_finite_there
         return ok
+
+
+# A bug that changes the mathematics is caught with at least this much to spare where it starts (strongest_margin).
+LADDER_MARGIN = 10.0
 
 
 # The short trajectory a trajectory fault is checked on (tests/test_train_faults.py runs the same).
@@ -151,7 +165,14 @@ def check_fault(fault: Fault, batch_size: int | None = None) -> FaultOutcome:
         first_nonfinite=hit["name"] if hit else None,
         reference_finite_there=bool(hit and hit["other_side_finite"]),
         margin=at.bound.get("native_margin"), reference_margin=at.bound.get("reference_margin"),
+        float64_margin=_float64_margin(at),
     )
+
+
+def _float64_margin(result) -> float | None:
+    strict = result.strict64 or {}
+    bound = (strict.get("bound") or {}).get("value")
+    return strict["max_abs"] / bound if bound and "max_abs" in strict else None
 
 
 def _check_trajectory_fault(fault: Fault) -> FaultOutcome:

@@ -5,7 +5,7 @@ non-finite, the NaN/Inf sentinel names that tensor with the reference finite the
 import pytest
 
 import ssd_native
-from parity.faults import CATALOGUE, check_fault, injected
+from parity.faults import CATALOGUE, LADDER_MARGIN, check_fault, injected
 
 
 def test_catalogue_covers_every_native_fault_switch():
@@ -26,6 +26,8 @@ def test_fault_is_detected_and_localized(fault):
     if fault.nonfinite:
         assert outcome.first_nonfinite == fault.starts_at and outcome.reference_finite_there
     assert outcome.localized
+    assert outcome.strongest_margin is None or outcome.strongest_margin >= LADDER_MARGIN, \
+        f"caught with a margin of {outcome.strongest_margin:.3g} only"
     assert ssd_native.active_faults() == []
 
 

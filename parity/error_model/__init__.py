@@ -58,8 +58,8 @@ class ErrorModel:
         if name == "input":
             return torch.zeros_like(oracle)
         given = self._given(name, side)
-        if given is not None:
-            return torch.from_numpy(given).to(torch.float64).sub_(oracle).abs_()
+        if given is not None:  # a new array: a float64 side's own (the oracle's, say) is never written to
+            return torch.as_tensor(given, dtype=torch.float64).sub(oracle).abs_()
         self.assumed_missing = True
         key = (name, id(side))
         if key not in self._assumed:
