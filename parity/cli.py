@@ -4,6 +4,7 @@
 PyTorch: speed, memory, scaling and the harness's own cost)."""
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -151,7 +152,8 @@ def cmd_faults(args) -> int:
         with console.status(f"[{number}/{len(chosen)}] {fault.name} on {fault.scenario}-B{fault.batch_size}"):
             outcome = check_fault(fault)
         sentinel = f"{fault.nonfinite}: {outcome.first_nonfinite}" if fault.nonfinite else "-"
-        margin = ("exact" if outcome.margin is None
+        margin = ("non-finite, the reference finite" if outcome.strongest_margin == math.inf
+                  else "exact" if outcome.margin is None
                   else f"{outcome.margin:.3g}" if outcome.reference_margin is None
                   else f"{outcome.margin:.3g} / {outcome.reference_margin:.3g}")
         margin64 = "-" if outcome.float64_margin is None else f"{outcome.float64_margin:.3g}"

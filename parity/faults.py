@@ -4,6 +4,7 @@ sweep with one fault on and says whether the harness detected it and localized i
 
 from contextlib import contextmanager
 from dataclasses import dataclass
+import math
 
 import ssd_native
 
@@ -124,7 +125,10 @@ class FaultOutcome:
     @property
     def strongest_margin(self) -> float | None:
         """How far past its bound the fault goes where it starts, in whichever check shows it most (None: an exact
-        tensor, which any change fails)."""
+        tensor, which any change fails). A non-finite value where the reference is finite is past every bound: the
+        margins above count such elements as 0 and leave them to the sentinel, so they read about 1 there."""
+        if self.fault.nonfinite and self.first_nonfinite == self.fault.starts_at and self.reference_finite_there:
+            return math.inf
         margins = [m for m in (self.margin, self.float64_margin) if m is not None]
         return max(margins) if margins else None
 
