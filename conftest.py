@@ -1,10 +1,14 @@
-"""Hypothesis profiles for every test under tests/ and parity/, loaded before any test module is imported.
+"""Hypothesis profiles for every test under tests/ and parity/, loaded before any test module is imported, and
+the run's peak memory, printed at its end.
 
 `ci` (the default: make test, make sweep, make asan and the CI gate) is derandomized and keeps no example
 database, so every run draws the same examples and a verdict reproduces on any machine. `explore`
 (HYPOTHESIS_PROFILE=explore) draws new examples each run from a seed printed in the session header, so a failure
 found there reruns with --hypothesis-seed=N. Either way a failure prints the failing example and a
-@reproduce_failure blob."""
+@reproduce_failure blob.
+
+The peak is the whole test process tree's (pytest, its xdist workers and the CLI runs tests start), summed;
+--memory-budget-gb turns a peak above the budget into a failed run."""
 
 import os
 import random
@@ -13,11 +17,17 @@ import pytest
 from hypothesis import settings
 
 from parity.heap import reuse_freed_memory
+from parity.memory_peak import TreePeak
 
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
 settings.register_profile("ci", derandomize=True, database=None, deadline=None, print_blob=True)
 settings.register_profile("explore", derandomize=False, database=None, deadline=None, print_blob=True)
 settings.load_profile(PROFILE)
+
+# The test process tree's memory, sampled from configure to the end of the session (None in an xdist worker: the
+# controller samples the workers).
+_tree_peak: TreePeak | None = None
+GB = 1e9
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -27,6 +37,35 @@ def pytest_configure(config):
         config.option.hypothesis_seed = str(random.SystemRandom().randrange(2**32))
     _share_cores_between_xdist_workers(config)
     reuse_freed_memory()
+    global _tree_peak
+    if not hasattr(config, "workerinput"):  # the controller: its tree holds the xdist workers too
+        _tree_peak = TreePeak().start()
+
+
+
+def pytest_addoption(parser):
+    parser.addoption("--memory-budget-gb", type=float, default=None,
+                     help="fail the run if the test process tree's peak resident memory exceeds this many GB")
+
+
+def pytest_runtest_logstart(nodeid, location):
+    if _tree_peak is not None:  # the controller hears of every test, the workers' too
+        _tree_peak.label = nodeid
+
+
+def pytest_sessionfinish(session, exitstatus):
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if _tree_peak is None or reporter is None:
+        return
+    peak = _tree_peak.stop()
+    budget = session.config.getoption("memory_budget_gb")
+    reporter.write_line("")
+    reporter.write_sep("-", f"peak memory of the test process tree: {peak / GB:.2f} GB resident (pytest and every "
+                            f"process it started, summed, sampled every {_tree_peak.interval_s:g} s), during "
+                            f"{_tree_peak.label_at_peak}" + ("" if budget is None else f"; budget {budget:g} GB"))
+    if budget is not None and peak > budget * GB and session.exitstatus == 0:
+        reporter.write_line(f"the run exceeded its memory budget: {peak / GB:.2f} GB > {budget:g} GB", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def _share_cores_between_xdist_workers(config) -> None:
