@@ -10,6 +10,7 @@ from typing import Callable
 
 import numpy as np
 
+from .heap import large_blocks_returned
 from .index_compare import compare_exact, compare_negatives
 from .layout import decode_index
 from . import tensor_stats
@@ -131,13 +132,17 @@ def compare_tensor(
     inherited: float = 1.0,
     fed_by: int | None = None,
     bounds: tuple | None = None,
+    strict: tuple | None = None,
 ) -> TensorResult:
     """context: for mining.negatives, the per-prior losses and labels of each side (see compare_traces);
     strict_oracle: what native64 is held to (default: oracle); fed_by: see tolerance.oracle_bound; bounds: the
     error model's per-element bounds (native's, reference's) on |side - oracle| (parity/error_model), which then
     judge the float32 sides instead of tolerance.oracle_bound, and optionally whether the native bound assumed a
-    tensor the native side lacks (a partial dump: bound["assumed_missing"])."""
+    tensor the native side lacks (a partial dump: bound["assumed_missing"]); strict: the strict check's outcome
+    judged earlier (strict_check), instead of native64."""
     strict_oracle = oracle if strict_oracle is None else strict_oracle
+    if strict is None and native64 is not None:
+        strict = strict_check(name, native64, strict_oracle, context or {})
     kind = tensor_kind(name)
     result = TensorResult(name, kind, case, batch_size, [], "", "pass")
     missing = [side for side, a in (("native", native), ("reference", reference), ("oracle", oracle)) if a is None]
@@ -152,19 +157,30 @@ def compare_tensor(
         return result
 
     if kind == "index":
-        return _judge_index(result, native, reference, strict_oracle, native64, context or {})
-
-    _check_nonfinite(result, native, reference)
-    if bounds is not None and bounds[0] is not None and result.kind != "priors":
-        _judge_elementwise(result, native, reference, oracle, *bounds[:2])
-        if len(bounds) > 2 and bounds[2]:
-            result.bound["assumed_missing"] = True
+        _judge_index(result, native, reference, context or {})
     else:
-        _judge_against_oracle(result, native, reference, oracle, inherited, fed_by)
-    if native64 is not None:
-        _judge_strict64(result, native64, strict_oracle)
+        _check_nonfinite(result, native, reference)
+        if bounds is not None and bounds[0] is not None and result.kind != "priors":
+            _judge_elementwise(result, native, reference, oracle, *bounds[:2])
+            if len(bounds) > 2 and bounds[2]:
+                result.bound["assumed_missing"] = True
+        else:
+            _judge_against_oracle(result, native, reference, oracle, inherited, fed_by)
+    if strict is not None:
+        result.strict64, reasons = strict
+        result.reasons += reasons
     result.verdict = "fail" if result.reasons else "pass"
     return result
+
+
+def strict_check(name: str, native64: np.ndarray | None, strict_oracle: np.ndarray | None, context: dict) -> tuple | None:
+    """The strict check of one tensor: native float64 against the float64 oracle -> (strict64 dict, reasons), or
+    None where either lacks the tensor or their shapes differ (the float32 comparison reports that)."""
+    if native64 is None or strict_oracle is None or np.shape(native64) != np.shape(strict_oracle):
+        return None
+    if tensor_kind(name) == "index":
+        return _strict64_index(name, native64, strict_oracle, context)
+    return _strict64_values(tensor_kind(name), native64, strict_oracle)
 
 
 def _check_nonfinite(result, native, reference) -> None:
@@ -405,85 +421,94 @@ def _largest_difference(native64, strict_oracle) -> float:
     return float(np.max(maxima)) + 0.0  # np.max keeps a NaN; + 0.0: never -0.0
 
 
-def _judge_strict64(result, native64, strict_oracle) -> None:
-    """The strict check: native float64 against the float64 oracle (priors: bit-identical)."""
+def _strict64_values(kind, native64, strict_oracle) -> tuple:
+    """Native float64 against the float64 oracle (priors: bit-identical)."""
     largest = _largest_difference(native64, strict_oracle)
-    if result.kind == "priors":
+    if kind == "priors":
         bound, passed = exact_bound("float64"), bool(np.array_equal(native64, strict_oracle))
     else:
         bound = strict64_bound(strict_oracle)
         passed = largest <= bound.value
-    result.strict64 = {"max_abs": largest, "bound": bound.to_dict(), "passed": passed}
-    if not passed:
-        result.reasons.append(
-            f"native float64 differs from the float64 oracle by {largest:.3g} > {bound.value:.3g} ({bound.derivation})"
-        )
+    reasons = [] if passed else [
+        f"native float64 differs from the float64 oracle by {largest:.3g} > {bound.value:.3g} ({bound.derivation})"]
+    return {"max_abs": largest, "bound": bound.to_dict(), "passed": passed}, reasons
 
 
-def _judge_index(result, native, reference, strict_oracle, native64, context) -> TensorResult:
+def _strict64_index(name, native64, strict_oracle, context) -> tuple:
+    if name == "mining.negatives":
+        strict = strict64_bound(context["strict_loss"]).value
+        diff = compare_negatives(native64, strict_oracle, context["strict_loss"], context["native64_loss"],
+                                 context["strict_labels"], strict)
+    else:
+        diff = compare_exact(name, native64, strict_oracle)
+    return ({"mismatches": diff.mismatches, "ties": diff.ties, "passed": diff.mismatches == 0},
+            [f"native float64 vs oracle: {r}" for r in diff.reasons])
+
+
+def _judge_index(result, native, reference, context) -> None:
     result.bound = exact_bound("integer decisions; negatives up to ties at the selection boundary").to_dict()
     if result.name == "mining.negatives":
         loss_bound = oracle_bound(context["reference_loss"], context["oracle_loss"]).value
         diff = compare_negatives(native, reference, context["reference_loss"], context["native_loss"],
                                  context["reference_labels"], loss_bound)
-        if native64 is not None:
-            strict = strict64_bound(context["strict_loss"]).value
-            diff64 = compare_negatives(native64, strict_oracle, context["strict_loss"], context["native64_loss"],
-                                       context["strict_labels"], strict)
     else:
         diff = compare_exact(result.name, native, reference)
-        diff64 = compare_exact(result.name, native64, strict_oracle) if native64 is not None else None
     result.mismatches, result.ties, result.worst = diff.mismatches, diff.ties, diff.worst
     result.metrics = {"differing": int(np.sum(native != reference)), "ties": diff.ties}
     result.reasons += diff.reasons
-    if native64 is not None:
-        result.strict64 = {"mismatches": diff64.mismatches, "ties": diff64.ties, "passed": diff64.mismatches == 0}
-        result.reasons += [f"native float64 vs oracle: {r}" for r in diff64.reasons]
-    result.verdict = "fail" if result.reasons else "pass"
-    return result
 
 
-def _negatives_context(native, reference, oracle, native64, strict_oracle) -> dict:
+def _negatives_context(native, reference, oracle) -> dict:
     key_loss, key_labels = "loss.cls_per_prior", "match.labels"
     if key_loss not in reference:
         return {}
     # A dump without the per-prior losses: ties at the selection boundary are read from the reference's losses.
     native_loss = native.get(key_loss, reference[key_loss])
-    return {
-        "reference_loss": reference[key_loss], "oracle_loss": oracle[key_loss], "native_loss": native_loss,
-        "native64_loss": native64[key_loss] if native64 is not None else None,
-        "reference_labels": reference[key_labels],
-        "strict_loss": strict_oracle[key_loss], "strict_labels": strict_oracle[key_labels],
-    }
+    return {"reference_loss": reference[key_loss], "oracle_loss": oracle[key_loss], "native_loss": native_loss,
+            "reference_labels": reference[key_labels]}
+
+
+def strict_checks(native64: dict, strict_oracle: dict) -> dict:
+    """name -> the strict check's outcome (strict_check) for every tensor both float64 traces hold. Judged before
+    the float32 sides, so native64 and its oracle can be freed before the error model's bounds need memory."""
+    key_loss, key_labels = "loss.cls_per_prior", "match.labels"
+    context = {"native64_loss": native64.get(key_loss), "strict_loss": strict_oracle.get(key_loss),
+               "strict_labels": strict_oracle.get(key_labels)}
+    outcomes = {name: strict_check(name, value, strict_oracle.get(name), context) for name, value in native64.items()}
+    return {name: outcome for name, outcome in outcomes.items() if outcome is not None}
 
 
 def compare_traces(case: str, batch_size: int, native: dict, reference: dict, oracle: dict, native64: dict | None = None,
                    strict_oracle: dict | None = None, routing_ties: dict | None = None, error_model=None,
-                   kept_bounds: dict | None = None) -> list:
+                   kept_bounds: dict | None = None, strict: dict | None = None) -> list:
     """Every tensor named on either side, in the reference's execution order; a name on one side only fails.
 
     strict_oracle: the float64 run native64 is held to, when it differs from `oracle` (routing ties replayed);
     routing_ties: near-tied pooling windows per pool tap, reported as that tap's ties; error_model: a
     parity.error_model.ErrorModel of this run, whose per-element bounds then judge every float tensor (without
     one, tolerance.oracle_bound does); kept_bounds: a dict that receives the reference's bounds (float32, rounded
-    up), which the isolated replay's stages are held to."""
+    up), which the isolated replay's stages are held to; strict: the strict checks judged already (strict_checks),
+    instead of native64."""
     names = list(reference) + [n for n in native if n not in reference]
     strict_oracle = oracle if strict_oracle is None else strict_oracle
-    context = _negatives_context(native, reference, oracle, native64, strict_oracle)
+    if strict is None and native64 is not None:
+        strict = strict_checks(native64, strict_oracle)
+    context = _negatives_context(native, reference, oracle)
     results, inherited = [], 1.0
-    output_gradient_nonzero = None  # of the last grad/<tap>: the layer whose parameter gradients follow it
-    for n in names:
-        if n.startswith("grad/") and oracle.get(n) is not None:
-            output_gradient_nonzero = int(np.count_nonzero(oracle[n]))
-        fed_by = output_gradient_nonzero if n.startswith("param_grad/") else None
-        bounds = _bounds(error_model, n, native, reference, oracle, kept_bounds)
-        result = compare_tensor(n, case, batch_size, native.get(n), reference.get(n), oracle.get(n),
-                                None if native64 is None else native64.get(n), context, strict_oracle.get(n), inherited,
-                                fed_by, bounds)
-        result.ties += (routing_ties or {}).get(n, 0)
-        results.append(result)
-        if result.passed:
-            inherited = max(inherited, _error_ratio(result))
+    with large_blocks_returned():  # the bounds' temporaries would fragment the heap
+        output_gradient_nonzero = None  # of the last grad/<tap>: the layer whose parameter gradients follow it
+        for n in names:
+            if n.startswith("grad/") and oracle.get(n) is not None:
+                output_gradient_nonzero = int(np.count_nonzero(oracle[n]))
+            fed_by = output_gradient_nonzero if n.startswith("param_grad/") else None
+            bounds = _bounds(error_model, n, native, reference, oracle, kept_bounds)
+            result = compare_tensor(n, case, batch_size, native.get(n), reference.get(n), oracle.get(n),
+                                    context=context, inherited=inherited, fed_by=fed_by, bounds=bounds,
+                                    strict=(strict or {}).get(n))
+            result.ties += (routing_ties or {}).get(n, 0)
+            results.append(result)
+            if result.passed:
+                inherited = max(inherited, _error_ratio(result))
     return results
 
 
@@ -523,10 +548,14 @@ def _error_ratio(result) -> float:
 
 
 def compare_sides(traces) -> list:
-    """compare_traces on a parity.sides.SideTraces."""
+    """compare_traces on a parity.sides.SideTraces, the strict checks first: the float64 native trace is freed
+    before the float32 sides are judged (SideTraces.drop_native64)."""
     from .error_model import error_model_for
 
     s = traces.scenario
+    strict = strict_checks(traces.native64, traces.strict_oracle) if traces.native64 is not None else None
+    traces.drop_native64()  # the strict checks were its last reader
     kept = traces.reference_bounds = {}
-    return compare_traces(s.id, s.batch_size, traces.native, traces.reference, traces.oracle, traces.native64,
-                          traces.strict_oracle, traces.routing_ties, error_model_for(traces), kept)
+    return compare_traces(s.id, s.batch_size, traces.native, traces.reference, traces.oracle,
+                          routing_ties=traces.routing_ties, error_model=error_model_for(traces), kept_bounds=kept,
+                          strict=strict)

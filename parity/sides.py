@@ -122,6 +122,10 @@ class SideTraces:
     routing: dict = field(default_factory=dict)  # tap -> the replay entry itself (reference/routing.py)
     reference_bounds: dict = field(default_factory=dict)  # tap -> the reference's error-model bound (compare_sides)
 
+    def drop_native64(self) -> None:
+        """Free the float64 native trace and the oracle it alone is held to, once the strict checks have read them."""
+        self.native64 = self.oracle_for_native64 = None
+
     def drop_native(self) -> None:
         """Free both native traces once the propagated comparison has read them: the isolated replay reads only the
         reference's and the oracle's, and reuses their memory (3 GB at SSD300 batch 4) instead of faulting in more."""

@@ -25,6 +25,13 @@ def _batched(name: str):
     return native_forward(scenario, images), reference_forward(scenario, images)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _forget_batched_runs():
+    """The full SSD300's batch-4 forward traces (1 GB) are not kept past this module."""
+    yield
+    _batched.cache_clear()
+
+
 def _single_image_runs(name: str, index: int):
     scenario = scenario_for(name, BATCH)
     image = scenario.images()[index : index + 1]

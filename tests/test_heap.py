@@ -32,3 +32,31 @@ def test_freed_tensors_stay_in_the_process_until_released():
     kept, after_release = map(float, run.stdout.split())
     assert kept > 550, f"only {kept:.0f} MB of 600 MB freed stayed in the process"
     assert after_release < 50, f"{after_release:.0f} MB still held after release_memory"
+
+
+WHILE_COMPARING = """
+import numpy as np
+from parity.heap import large_blocks_returned, release_memory, reuse_freed_memory
+
+def resident_mb():
+    return int(open("/proc/self/statm").read().split()[1]) * 4096 / 2**20
+
+assert reuse_freed_memory()
+release_memory()
+before = resident_mb()
+with large_blocks_returned():
+    tensors = [np.ones(25 << 20) for _ in range(3)]  # 3 x 200 MB, freed inside
+    del tensors
+    inside = resident_mb() - before
+tensors = [np.ones(25 << 20) for _ in range(3)]
+del tensors
+print(inside, resident_mb() - before)
+"""
+
+
+@pytest.mark.skipif(_libc() is None, reason="glibc's mallopt")
+def test_while_comparing_freed_blocks_go_back_and_afterwards_stay_again():
+    run = subprocess.run([sys.executable, "-c", WHILE_COMPARING], capture_output=True, text=True, check=True)
+    inside, after = map(float, run.stdout.split())
+    assert inside < 50, f"{inside:.0f} MB of 600 MB freed inside large_blocks_returned stayed in the process"
+    assert after > 550, f"only {after:.0f} MB of 600 MB freed after it stayed: the reuse setting was not restored"

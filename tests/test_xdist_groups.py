@@ -25,8 +25,8 @@ def summaries(monkeypatch):
 
 def test_a_full_ssd300_case_from_another_group_is_refused_before_it_runs(summaries, monkeypatch):
     monkeypatch.setattr(cases, "running_xdist_group", cases.case_id("narrow", 1))
-    with pytest.raises(RuntimeError, match=r"ssd300-B4.*xdist group 'narrow-B1'.*FULL_SSD300_GROUP"):
-        cases.case_summary("default", 4)
+    with pytest.raises(RuntimeError, match=r"ssd300-B2.*xdist group 'narrow-B1'.*FULL_SSD300_GROUP"):
+        cases.case_summary("default", 2)
     monkeypatch.setattr(cases, "running_xdist_group", "")  # a test with no group at all
     with pytest.raises(RuntimeError, match="full SSD300"):
         cases.case_summary("default", 1)
@@ -35,12 +35,12 @@ def test_a_full_ssd300_case_from_another_group_is_refused_before_it_runs(summari
 
 def test_the_full_ssd300_group_narrow_cases_and_serial_runs_are_let_through(summaries, monkeypatch):
     monkeypatch.setattr(cases, "running_xdist_group", cases.FULL_SSD300_GROUP)
-    cases.case_summary("default", 4)
+    cases.case_summary("default", 2)
     monkeypatch.setattr(cases, "running_xdist_group", "narrow-B1")
     cases.case_summary("narrow", 2)
     monkeypatch.setattr(cases, "running_xdist_group", None)  # not in an xdist worker
     cases.case_summary("default", 1)
-    assert summaries == [("default", 4), ("narrow", 2), ("default", 1)]
+    assert summaries == [("default", 2), ("narrow", 2), ("default", 1)]
 
 
 GROUPED_TESTS = '''
