@@ -1,6 +1,8 @@
-"""The sweep `pytest parity/` runs: every scenario fixture on the narrow config at batch 1, 2 and 4 (two_steps at 2), and the full
-SSD300 at batch 1 and 2. Each case runs the whole training step once per process on all four sides; tests read
-its per-tensor results.
+"""The sweep `pytest parity/` runs: every scenario fixture on the narrow config at batch 1, 2 and 4 (two_steps,
+decision_boundaries and photos at 2), and the full SSD300 at batch 1 (the default scenario) and 2 (small_objects:
+its second image's small boxes give every head level and the L2Norm gradient, which the default scene's first two
+images do not). Each case runs the whole training step once per process on all four sides; tests read its
+per-tensor results.
 
 The full SSD300 at batch 4 is `make parity`'s (the default scenario at batch 1, 2 and 4): its case alone holds about
 10 GB, past the 7 GB make test keeps to (a standard CI runner's memory), and what batch 4 adds over batch 2 (more
@@ -23,7 +25,7 @@ from .heap import release_memory
 from .sides import native_model_for, reference_model, run_sides
 
 NARROW_SCENARIOS = ["narrow", "empty_image", "many_boxes", "border_tiny_shared", "large_logits", "zero_image"]
-CASES = ([("default", 1), ("default", 2)] + [(name, b) for name in NARROW_SCENARIOS for b in (1, 2, 4)]
+CASES = ([("default", 1), ("small_objects", 2)] + [(name, b) for name in NARROW_SCENARIOS for b in (1, 2, 4)]
          + [("two_steps", 2), ("decision_boundaries", 2), ("photos", 2)])
 
 

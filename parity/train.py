@@ -109,7 +109,8 @@ class TrainingSides:
         pending = self._pending_steps(images, targets)
         routing, _ = reconcile(self.reference, native, tuple(p.forward_trace() for p in pending),
                                lambda r: tuple(p.forward_trace(r) for p in pending), every_run=True)
-        reference, oracle = ({name: t.numpy().copy() for name, t in p.backward(routing).items()} for p in pending)
+        # Views, not copies: nothing writes to a finished step's tensors (the next step's gradients are new ones).
+        reference, oracle = ({name: t.numpy() for name, t in p.backward(routing).items()} for p in pending)
         for optimizer in self.optimizers.values():  # each model's gradients follow the routing
             optimizer.step()
         return native, reference, oracle, tie_counts(routing)
