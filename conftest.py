@@ -43,7 +43,6 @@ def pytest_configure(config):
         _tree_peak = TreePeak().start()
 
 
-
 def pytest_addoption(parser):
     parser.addoption("--memory-budget-gb", type=float, default=None,
                      help="fail the run if the test process tree's peak resident memory exceeds this many GB")

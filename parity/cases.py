@@ -5,7 +5,7 @@ images do not). Each case runs the whole training step once per process on all f
 per-tensor results.
 
 The full SSD300 at batch 4 is `make parity`'s (the default scenario at batch 1, 2 and 4): its case alone holds about
-10 GB, past the 7 GB make test keeps to (a standard CI runner's memory), and what batch 4 adds over batch 2 (more
+10 GB, past the 7 GB make test aims at (a standard CI runner's memory), and what batch 4 adds over batch 2 (more
 than one image per batch: a batch-wide mining or concatenation bug) the narrow cases at batch 2 and 4 and the full
 SSD300 at batch 2 cover."""
 

@@ -173,7 +173,8 @@ def compare_tensor(
     return result
 
 
-def strict_check(name: str, native64: np.ndarray | None, strict_oracle: np.ndarray | None, context: dict) -> tuple | None:
+def strict_check(name: str, native64: np.ndarray | None, strict_oracle: np.ndarray | None,
+                 context: dict) -> tuple | None:
     """The strict check of one tensor: native float64 against the float64 oracle -> (strict64 dict, reasons), or
     None where either lacks the tensor or their shapes differ (the float32 comparison reports that)."""
     if native64 is None or strict_oracle is None or np.shape(native64) != np.shape(strict_oracle):
@@ -458,23 +459,25 @@ def _judge_index(result, native, reference, context) -> None:
     result.reasons += diff.reasons
 
 
+# The per-prior losses and labels the mining comparison reads its ties from.
+LOSS_KEY, LABELS_KEY = "loss.cls_per_prior", "match.labels"
+
+
 def _negatives_context(native, reference, oracle) -> dict:
-    key_loss, key_labels = "loss.cls_per_prior", "match.labels"
-    if key_loss not in reference:
+    if LOSS_KEY not in reference:
         return {}
     # A dump without the per-prior losses: ties at the selection boundary are read from the reference's losses.
-    native_loss = native.get(key_loss, reference[key_loss])
-    return {"reference_loss": reference[key_loss], "oracle_loss": oracle[key_loss], "native_loss": native_loss,
-            "reference_labels": reference[key_labels]}
+    return {"reference_loss": reference[LOSS_KEY], "oracle_loss": oracle[LOSS_KEY],
+            "native_loss": native.get(LOSS_KEY, reference[LOSS_KEY]), "reference_labels": reference[LABELS_KEY]}
 
 
 def strict_checks(native64: dict, strict_oracle: dict) -> dict:
     """name -> the strict check's outcome (strict_check) for every tensor both float64 traces hold. Judged before
     the float32 sides, so native64 and its oracle can be freed before the error model's bounds need memory."""
-    key_loss, key_labels = "loss.cls_per_prior", "match.labels"
-    context = {"native64_loss": native64.get(key_loss), "strict_loss": strict_oracle.get(key_loss),
-               "strict_labels": strict_oracle.get(key_labels)}
-    outcomes = {name: strict_check(name, value, strict_oracle.get(name), context) for name, value in native64.items()}
+    context = {"native64_loss": native64.get(LOSS_KEY), "strict_loss": strict_oracle.get(LOSS_KEY),
+               "strict_labels": strict_oracle.get(LABELS_KEY)}
+    outcomes = {name: strict_check(name, value, strict_oracle.get(name), context)
+                for name, value in native64.items()}
     return {name: outcome for name, outcome in outcomes.items() if outcome is not None}
 
 

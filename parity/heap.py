@@ -30,19 +30,24 @@ def _libc():
         return None
 
 
-_reusing = False  # whether reuse_freed_memory's setting is on
-GLIBC_DEFAULT_THRESHOLD = 128 * 1024  # M_MMAP_THRESHOLD's and M_TRIM_THRESHOLD's initial value
-
-
-def reuse_freed_memory() -> bool:
-    """Keep freed blocks in the heap for the next allocation; -> whether the allocator took the setting (not on
-    another C library, nor under a sanitizer's allocator)."""
+def _set(settings) -> bool:
+    """mallopt each (parameter, value) -> whether the allocator took them all (not on another C library, nor under
+    a sanitizer's allocator). mallopt takes two C ints."""
     libc = _libc()
     if libc is None or not hasattr(libc, "mallopt"):
         return False
-    global _reusing
     libc.mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    _reusing = all([bool(libc.mallopt(parameter, value)) for parameter, value in SETTINGS])
+    return all([bool(libc.mallopt(parameter, value)) for parameter, value in settings])
+
+
+_reusing = False  # whether reuse_freed_memory's setting is on
+GLIBC_DEFAULTS = ((M_MMAP_THRESHOLD, 128 * 1024), (M_TRIM_THRESHOLD, 128 * 1024))  # the two thresholds' initial values
+
+
+def reuse_freed_memory() -> bool:
+    """Keep freed blocks in the heap for the next allocation; -> whether the allocator took the setting."""
+    global _reusing
+    _reusing = _set(SETTINGS)
     return _reusing
 
 
@@ -54,10 +59,9 @@ def release_memory() -> None:
         libc.malloc_trim(0)
 
 
-# While comparing: blocks from this size up are mapped afresh and unmapped when freed, and a free heap top above
-# TRIM_WHILE_COMPARING goes back (the glibc defaults' behaviour, with a fixed threshold).
-MMAP_WHILE_COMPARING = 32 << 20
-TRIM_WHILE_COMPARING = 256 << 20
+# While comparing: blocks from 32 MB up are mapped afresh and unmapped when freed, and a free heap top above 256 MB
+# goes back (the glibc defaults' behaviour, with fixed thresholds).
+WHILE_COMPARING = ((M_MMAP_THRESHOLD, 32 << 20), (M_TRIM_THRESHOLD, 256 << 20))
 
 
 @contextmanager
@@ -66,19 +70,12 @@ def large_blocks_returned():
     fragment a heap that keeps them: the full SSD300's batch-2 comparison had 5.55 GB in use and 6.6-8.5 GB
     resident from run to run; with this, 6.8 GB, in the same time (49 s). After: the setting before
     (reuse_freed_memory's, or glibc's initial thresholds)."""
-    libc = _libc()
-    if libc is None or not hasattr(libc, "mallopt"):
-        yield
-        return
-    libc.mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    libc.mallopt(M_MMAP_THRESHOLD, MMAP_WHILE_COMPARING)
-    libc.mallopt(M_TRIM_THRESHOLD, TRIM_WHILE_COMPARING)
     reusing = _reusing
+    _set(WHILE_COMPARING)
     try:
         yield
     finally:
         if reusing:
             reuse_freed_memory()
         else:
-            libc.mallopt(M_MMAP_THRESHOLD, GLIBC_DEFAULT_THRESHOLD)
-            libc.mallopt(M_TRIM_THRESHOLD, GLIBC_DEFAULT_THRESHOLD)
+            _set(GLIBC_DEFAULTS)

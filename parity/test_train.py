@@ -1,8 +1,8 @@
-"""Training-trajectory parity in the sweep: a few steps of the full SSD300 (batch 1: at batch 2 the trajectory held
-7.7 GB resident alone, past make test's 7 GB; tests/test_train_faults.py trains the narrow config at batch 2)
-trained on both sides from the same weights on the same batches; every step's loss (before the update), every parameter and momentum buffer
-(after it) and the validation losses must agree within the oracle bounds. `make train-parity` runs the longer
-narrow trajectory with the learning check."""
+"""Training-trajectory parity in the sweep: a few steps of the full SSD300 trained on both sides from the same
+weights on the same batches; every step's loss (before the update), every parameter and momentum buffer (after it)
+and the validation losses must agree within the oracle bounds. Batch 1: at batch 2 the trajectory held 7.7 GB
+resident alone and 12.0 GB inside make test; tests/test_train_faults.py trains the narrow config at batch 2.
+`make train-parity` runs the longer narrow trajectory with the learning check."""
 
 import numpy as np
 import pytest

@@ -208,7 +208,7 @@ def run_trajectory(settings: TrainSettings, progress=None) -> TrajectoryReport:
             losses = {"native": native["loss.total"], "reference": reference["loss.total"], "oracle": oracle["loss.total"]}
             results = [_compare_scalar("loss.total", case, len(batch), losses)]
             _gradient_provenance(case, len(batch), native, reference, oracle, provenance)
-            del native, reference, oracle  # the step's traces (2.3 GB for the full SSD300 at batch 2): not beside the next's
+            del native, reference, oracle  # the step's traces (2.3 GB, full SSD300 at batch 2): not beside the next's
             state = sides.state()
             results += _compare_state(case, len(batch), state, provenance)
             drift = {
