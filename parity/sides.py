@@ -51,6 +51,14 @@ def native_model(config: str, seed: int, dtype: str, conf_head_scale: float = 1.
     return NATIVE_MODELS[np.dtype(dtype)](weights)
 
 
+def forget_models() -> None:
+    """Let the cached models go (rebuilt on next use, 2.5 s for SSD300): the full SSD300's four (float32 and float64,
+    each side, with their parameter gradients) hold 1.5 GB, which a later test that builds models of its own (a
+    training trajectory) would otherwise hold beside its own."""
+    native_model.cache_clear()
+    reference_model.cache_clear()
+
+
 def _models(scenario: Scenario, dtype: np.dtype):
     key = (scenario.config, scenario.weights_seed, np.dtype(dtype).name, scenario.conf_head_scale,
            scenario.zero_biases)
