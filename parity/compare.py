@@ -449,9 +449,8 @@ def _strict64_index(name, native64, strict_oracle, context) -> tuple:
 def _judge_index(result, native, reference, context) -> None:
     result.bound = exact_bound("integer decisions; negatives up to ties at the selection boundary").to_dict()
     if result.name == "mining.negatives":
-        loss_bound = oracle_bound(context["reference_loss"], context["oracle_loss"]).value
         diff = compare_negatives(native, reference, context["reference_loss"], context["native_loss"],
-                                 context["reference_labels"], loss_bound)
+                                 context["reference_labels"], context["loss_window"])
     else:
         diff = compare_exact(result.name, native, reference)
     result.mismatches, result.ties, result.worst = diff.mismatches, diff.ties, diff.worst
@@ -463,12 +462,24 @@ def _judge_index(result, native, reference, context) -> None:
 LOSS_KEY, LABELS_KEY = "loss.cls_per_prior", "match.labels"
 
 
-def _negatives_context(native, reference, oracle) -> dict:
+def _negatives_context(native, reference, oracle, error_model=None) -> dict:
     if LOSS_KEY not in reference:
         return {}
     # A dump without the per-prior losses: ties at the selection boundary are read from the reference's losses.
-    return {"reference_loss": reference[LOSS_KEY], "oracle_loss": oracle[LOSS_KEY],
-            "native_loss": native.get(LOSS_KEY, reference[LOSS_KEY]), "reference_labels": reference[LABELS_KEY]}
+    native_loss = native.get(LOSS_KEY, reference[LOSS_KEY])
+    return {"reference_loss": reference[LOSS_KEY], "native_loss": native_loss, "reference_labels": reference[LABELS_KEY],
+            "loss_window": loss_window(error_model, native, reference, oracle)}
+
+
+def loss_window(error_model, native, reference, oracle):
+    """How far the two sides' per-prior losses may each be from the exact ones, added: the mining comparison's tie
+    window ([B,P], the error model's bounds, element by element). Without an error model (a trajectory's own
+    comparison), the reference's float32 error bound, one number."""
+    reference_bound = None if error_model is None else error_model.bound(LOSS_KEY, reference)
+    if reference_bound is None:
+        return oracle_bound(reference[LOSS_KEY], oracle[LOSS_KEY]).value
+    native_side = native if np.shape(native.get(LOSS_KEY)) == np.shape(reference[LOSS_KEY]) else reference
+    return reference_bound + error_model.bound(LOSS_KEY, native_side)
 
 
 def strict_checks(native64: dict, strict_oracle: dict) -> dict:
@@ -496,7 +507,7 @@ def compare_traces(case: str, batch_size: int, native: dict, reference: dict, or
     strict_oracle = oracle if strict_oracle is None else strict_oracle
     if strict is None and native64 is not None:
         strict = strict_checks(native64, strict_oracle)
-    context = _negatives_context(native, reference, oracle)
+    context = _negatives_context(native, reference, oracle, error_model)
     results, inherited = [], 1.0
     with large_blocks_returned():  # the bounds' temporaries would fragment the heap
         output_gradient_nonzero = None  # of the last grad/<tap>: the layer whose parameter gradients follow it

@@ -1,10 +1,16 @@
 """Exact comparison of integer decisions (matches, labels) and tie-aware comparison of mined negatives.
 
 Negatives are compared per image. Both sides rank background priors by their cross-entropy; where two priors'
-losses are equal or closer than the loss tolerance at the selection boundary, either pick is correct (the
+losses are equal or closer than their bounds allow at the selection boundary, either pick is correct (the
 reference's unstable sort leaves the order of ties unspecified). A difference confined to such priors is
 reported as a tie, with its count; a difference anywhere else is a failure. The selected-loss sums must agree
 either way.
+
+The window is per prior (`tolerance`: a number or a [B,P] array, how far each side's loss may be from the exact
+one, both sides' bounds added). A prior one side picks and the other does not took the place of another picked
+prior of the same image: the two swap only if their losses are within both their windows, so a prior is a tie
+when its distance to the boundary is within its own window plus the largest finite window among the priors either
+side picked in that image (never another image's).
 """
 
 from dataclasses import dataclass, field
@@ -46,29 +52,46 @@ def compare_exact(name: str, native: np.ndarray, reference: np.ndarray) -> Index
 
 
 def negative_ties(native: np.ndarray, reference: np.ndarray, losses: np.ndarray, labels: np.ndarray,
-                  tolerance: float) -> np.ndarray:
-    """[B,P] mask of priors selected by one side only whose ranking loss is within `tolerance` of the reference's
-    selection boundary (the smallest selected loss of that image): a tie either pick is right for."""
+                  tolerance) -> np.ndarray:
+    """[B,P] mask of priors selected by one side only whose ranking loss is near the reference's selection
+    boundary (the smallest selected loss of that image), within the windows (module docstring): a tie either pick
+    is right for."""
     ranked = np.where(labels > 0, -np.inf, losses.astype(np.float64))
     boundary = np.where(reference, ranked, np.inf).min(axis=1, keepdims=True)
-    near = (np.abs(ranked - boundary) <= tolerance) | (ranked == boundary)
-    return (native != reference) & near
+    window = _per_prior(tolerance, ranked.shape)
+    return (native != reference) & _near(ranked, boundary, window, _partner(window, native | reference))
+
+
+def _per_prior(tolerance, shape) -> np.ndarray:
+    return np.broadcast_to(np.asarray(tolerance, dtype=np.float64), shape)
+
+
+def _partner(window: np.ndarray, picked: np.ndarray) -> np.ndarray:
+    """window, picked: [..., P] -> [..., 1], the largest finite window among the priors either side picked."""
+    return np.where(picked & np.isfinite(window), window, 0.0).max(axis=-1, keepdims=True, initial=0.0)
+
+
+def _near(ranked, boundary, window, partner) -> np.ndarray:
+    """Where a prior's loss is within its window plus its partner's of the selection boundary, or on it."""
+    return (np.abs(ranked - boundary) <= window + partner) | (ranked == boundary)
 
 
 def compare_negatives(native: np.ndarray, reference: np.ndarray, losses: np.ndarray, native_losses: np.ndarray,
-                      labels: np.ndarray, tolerance: float) -> IndexDiff:
+                      labels: np.ndarray, tolerance) -> IndexDiff:
     """native, reference: [B,P] bool selections; losses: the reference's per-prior losses [B,P] and native_losses
-    the native side's; labels: class targets [B,P] (positives rank at -inf); tolerance: per-prior loss bound."""
+    the native side's; labels: class targets [B,P] (positives rank at -inf); tolerance: the per-prior loss window
+    (a number or [B,P]; module docstring)."""
     diff = IndexDiff()
+    windows = _per_prior(tolerance, reference.shape)
     for image in range(reference.shape[0]):
         ranked = np.where(labels[image] > 0, -np.inf, losses[image].astype(np.float64))
-        selected = reference[image]
+        selected, window = reference[image], windows[image]
+        picked = selected | native[image]
         boundary = ranked[selected].min() if selected.any() else np.inf
         differing = np.flatnonzero(native[image] != selected)
-        if differing.size == 0:
-            pass
-        else:
-            near = (np.abs(ranked[differing] - boundary) <= tolerance) | (ranked[differing] == boundary)
+        partner = float(_partner(window, picked)[0])
+        if differing.size:
+            near = _near(ranked[differing], boundary, window[differing], partner)
             diff.ties += int(near.sum())
             real = differing[~near]
             flat = image * reference.shape[1] + differing
@@ -76,7 +99,7 @@ def compare_negatives(native: np.ndarray, reference: np.ndarray, losses: np.ndar
                 diff.mismatches += int(real.size)
                 diff.reasons.append(
                     f"image {image}: {real.size} negatives differ away from the selection boundary "
-                    f"(boundary loss {boundary:.6g}, tolerance {tolerance:.3g})"
+                    f"(boundary loss {boundary:.6g}, window there {window[real[0]] + partner:.3g})"
                 )
                 flat = image * reference.shape[1] + real
                 diff.worst += _listing("mining.negatives", reference.shape, flat, native, reference, "not a tie")
@@ -85,10 +108,13 @@ def compare_negatives(native: np.ndarray, reference: np.ndarray, losses: np.ndar
         if native[image].sum() != selected.sum():
             diff.mismatches += 1
             diff.reasons.append(f"image {image}: {native[image].sum()} negatives selected, reference {selected.sum()}")
-        n_selected = int(selected.sum())
         native_sum = float(native_losses[image][native[image]].astype(np.float64).sum())
         reference_sum = float(losses[image][selected].astype(np.float64).sum())
-        allowed = (n_selected + 2 * differing.size) * tolerance
+        # Each picked prior's loss may be off by its window, each swapped pair by a window more (module docstring),
+        # and the two float64 sums by their own rounding (they add the same values in another order at a tie).
+        magnitude = float(np.abs(losses[image][picked].astype(np.float64)).sum())
+        allowed = float(window[picked].sum() + (window[differing] + partner).sum()
+                        + picked.sum() * np.finfo(np.float64).eps * magnitude)
         if abs(native_sum - reference_sum) > allowed:
             diff.mismatches += 1
             diff.reasons.append(

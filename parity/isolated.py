@@ -90,9 +90,10 @@ def loss_stage_results(traces, native_model) -> list:
     reference = traces.reference
     boxes, labels = zip(*traces.scenario.targets())
     boxes = [np.ascontiguousarray(b, dtype=np.float32) for b in boxes]
-    # Mining was fed the reference's losses: ties are judged on those on both sides.
+    # Mining was fed the reference's losses: both sides rank the same float32 values, so only an exact tie may go
+    # either way (a window of 0).
     mining_context = {"reference_loss": reference["loss.cls_per_prior"], "native_loss": reference["loss.cls_per_prior"],
-                      "oracle_loss": traces.oracle["loss.cls_per_prior"], "reference_labels": reference["match.labels"]}
+                      "reference_labels": reference["match.labels"], "loss_window": 0.0}
     results = []
     for stage, input_taps in LOSS_STAGES.items():
         inputs = {name: _native_input(reference[name]) for name in input_taps}

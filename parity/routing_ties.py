@@ -79,8 +79,8 @@ def _mining_ties(native, reference, oracle, decisions, window=None):
     if not _decided(native, decisions, name):
         return None
     tolerance = _window(window, "loss.cls_per_prior", reference, oracle)
-    if not np.isscalar(tolerance):  # a loss and the boundary's may each be off by the largest bound
-        tolerance = 2 * float(np.max(tolerance, initial=0.0, where=np.isfinite(tolerance)))
+    if not np.isscalar(tolerance):  # the larger of the two sides' bounds: both sides' losses together are within 2x
+        tolerance = 2 * tolerance
     ties = negative_ties(native[name], decisions[name], decisions["loss.cls_per_prior"], decisions["match.labels"],
                          tolerance)
     return ("mining", torch.from_numpy(native[name]), torch.from_numpy(ties)) if ties.any() else None
