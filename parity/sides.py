@@ -22,18 +22,25 @@ NATIVE_MODELS = {np.dtype(np.float32): ssd_native.ModelFloat32, np.dtype(np.floa
 TORCH_DTYPES = {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64}
 
 
-@lru_cache(maxsize=8)
 def reference_model(config: str, seed: int, dtype: str, conf_head_scale: float = 1.0, zero_biases: bool = False):
     """The seeded reference; a scenario may scale the classification head (large logits) or zero every bias
     (torchvision's own init: then an all-zero image stays exactly zero through the network).
 
-    The float64 model is the float32 one widened: the oracle computes exactly the float32 sides' weights (a head
-    scaled in float64 would differ from them by a rounding), and the seeded init, most of a model's build time
-    (1.9 s of 2.5 s for SSD300), runs once."""
-    if np.dtype(dtype) != np.float32:
-        model = copy.deepcopy(reference_model(config, seed, "float32", conf_head_scale, zero_biases))
-        model.zero_grad(set_to_none=True)
-        return model.to(TORCH_DTYPES[np.dtype(dtype)])
+    The float32 model is cached (its seeded init is most of a model's build time: 1.9 s of 2.5 s for SSD300). The
+    float64 model is the float32 one widened, built afresh for each use (0.2 s for SSD300) and never cached: the
+    oracle computes exactly the float32 sides' weights (a head scaled in float64 would differ from them by a
+    rounding), and its weights and gradients (0.4 GB for SSD300) go as soon as the case that used them has its
+    traces, instead of staying beside every later case's."""
+    model = _float32_reference(config, seed, conf_head_scale, zero_biases)
+    if np.dtype(dtype) == np.float32:
+        return model
+    widened = copy.deepcopy(model)
+    widened.zero_grad(set_to_none=True)
+    return widened.to(TORCH_DTYPES[np.dtype(dtype)])
+
+
+@lru_cache(maxsize=8)
+def _float32_reference(config: str, seed: int, conf_head_scale: float, zero_biases: bool):
     model = build_reference(get_config(config), seed, torch.float32)
     with torch.no_grad():
         for param in model.head.classification_head.parameters():
@@ -45,43 +52,52 @@ def reference_model(config: str, seed: int, dtype: str, conf_head_scale: float =
     return model
 
 
-@lru_cache(maxsize=8)
 def native_model(config: str, seed: int, dtype: str, conf_head_scale: float = 1.0, zero_biases: bool = False):
-    weights = state_dict_arrays(reference_model(config, seed, dtype, conf_head_scale, zero_biases))
-    return NATIVE_MODELS[np.dtype(dtype)](weights)
+    """The native model of reference_model's weights: the float32 one cached, the float64 one built afresh from
+    the float32 weights widened (exact), as reference_model does."""
+    if np.dtype(dtype) == np.float32:
+        return _float32_native(config, seed, conf_head_scale, zero_biases)
+    weights = state_dict_arrays(_float32_reference(config, seed, conf_head_scale, zero_biases))
+    return NATIVE_MODELS[np.dtype(dtype)]({name: value.astype(dtype) for name, value in weights.items()})
+
+
+@lru_cache(maxsize=8)
+def _float32_native(config: str, seed: int, conf_head_scale: float, zero_biases: bool):
+    return ssd_native.ModelFloat32(state_dict_arrays(_float32_reference(config, seed, conf_head_scale, zero_biases)))
 
 
 def forget_models() -> None:
-    """Let the cached models go (rebuilt on next use, 2.5 s for SSD300): the full SSD300's four (float32 and float64,
-    each side, with their parameter gradients) hold 1.5 GB, which a later test that builds models of its own (a
-    training trajectory) would otherwise hold beside its own."""
-    native_model.cache_clear()
-    reference_model.cache_clear()
+    """Let the cached float32 models go (rebuilt on next use, 2.5 s for SSD300): the full SSD300's two (each side,
+    with their parameter gradients) hold 0.5 GB, which a later test that builds models of its own (a training
+    trajectory) would otherwise hold beside its own."""
+    _float32_native.cache_clear()
+    _float32_reference.cache_clear()
 
 
-def _models(scenario: Scenario, dtype: np.dtype):
-    key = (scenario.config, scenario.weights_seed, np.dtype(dtype).name, scenario.conf_head_scale,
-           scenario.zero_biases)
-    return reference_model(*key), native_model(*key)
+def _key(scenario: Scenario, dtype: np.dtype) -> tuple:
+    return (scenario.config, scenario.weights_seed, np.dtype(dtype).name, scenario.conf_head_scale,
+            scenario.zero_biases)
 
 
 def native_model_for(scenario: Scenario, dtype=np.float32):
-    return _models(scenario, dtype)[1]
+    """The scenario's native model: the cached one in float32, a new one in float64 (reference_model)."""
+    return native_model(*_key(scenario, dtype))
 
 
 def reference_model_for(scenario: Scenario, dtype=np.float32):
-    return _models(scenario, dtype)[0]
+    """The scenario's reference: the cached one in float32, a new one in float64 (reference_model)."""
+    return reference_model(*_key(scenario, dtype))
 
 
 def reference_forward(scenario: Scenario, images: np.ndarray) -> dict:
-    model, _ = _models(scenario, images.dtype)
+    model = reference_model_for(scenario, images.dtype)
     with torch.no_grad():
         taps = run_forward(model, torch.from_numpy(images))
     return {name: t.detach().numpy().copy() for name, t in taps.items()}
 
 
 def native_forward(scenario: Scenario, images: np.ndarray) -> dict:
-    return _models(scenario, images.dtype)[1].forward(images)
+    return native_model_for(scenario, images.dtype).forward(images)
 
 
 def _torch_targets(targets: list, dtype: np.dtype) -> tuple:
@@ -98,7 +114,7 @@ def pending_reference_step(scenario: Scenario, images: np.ndarray, targets: list
     """The scenario's training step(s) on the reference, the last one stopped before its backward (which then
     follows the native side's near-tie decisions). Every step starts from zeroed gradients without an update, so
     the earlier steps leave the reference as it was; they run only to keep the sides symmetrical."""
-    model, _ = _models(scenario, images.dtype)
+    model = reference_model_for(scenario, images.dtype)
     boxes, labels = _torch_targets(targets, images.dtype)
     for _ in range(scenario.steps - 1):
         run_step(model, torch.from_numpy(images), boxes, labels)
@@ -108,7 +124,7 @@ def pending_reference_step(scenario: Scenario, images: np.ndarray, targets: list
 def native_step(scenario: Scenario, images: np.ndarray, targets: list, routing: dict | None = None) -> dict:
     """The scenario's training step(s) on the native model; the last step's trace. routing: near-tie decisions
     (parity/routing_ties.py) the last step takes where masked."""
-    _, model = _models(scenario, images.dtype)
+    model = native_model_for(scenario, images.dtype)
     boxes = [np.ascontiguousarray(b, dtype=images.dtype) for b, _ in targets]
     labels = [l for _, l in targets]
     for _ in range(scenario.steps - 1):
@@ -162,7 +178,7 @@ def run_sides(scenario: Scenario, step: bool = True, native: dict | None = None)
     oracle = pending_reference_step(scenario, images64, targets)
     # Near-tied decisions (pool windows, ReLUs, mining) the native side took differently: the reference's backward
     # takes the native decision there, so gradients upstream compare like for like; the ties are reported.
-    model, _ = _models(scenario, np.float32)
+    model = reference_model_for(scenario)
     # every_run: the oracle takes the native decision at its own near-ties too (a prior at the IoU threshold, a
     # window the float32 sides both decided the other way), so every side computes the same mathematics and the
     # error model's bounds (parity/error_model) compare like with like.
