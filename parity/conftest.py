@@ -48,16 +48,6 @@ def _tell_cases_the_xdist_group(request):
     cases.running_xdist_group = None
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _models_let_go_after_the_module():
-    """Each sweep module starts without the models the one before cached (measured: make test's peak 9.2 GB in the
-    full-SSD300 trajectory, 4.7 GB alone, with 2.3 GB resident of cached SSD300 models beside it)."""
-    yield
-    from .sides import forget_models
-
-    forget_models()
-
-
 def _is_worker(config) -> bool:
     return hasattr(config, "workerinput")  # a pytest-xdist worker process
 
