@@ -75,7 +75,7 @@ def test_a_sample_one_element_beyond_its_bound_fails(tap):
     """The check above can fail: the batched reference sample with one element moved twice its bound from the oracle
     (and two float32 spacings: conf_head, a join of the head levels, is bounded by their deviations alone, which can
     be below one spacing of its largest element)."""
-    native_batched, reference_batched = _batched("narrow")
+    _, reference_batched = _batched("narrow")
     _, reference_alone, error_model = _single_image("narrow", 1)
     sample = {t: _sample(t, reference_batched[t], 1).copy() for t in FORWARD_TAPS}
     assert not _beyond_bounds(sample, reference_alone, error_model)
