@@ -17,7 +17,7 @@ STEPS ?= 16
 LAYER ?= conf_head
 PYTEST_ARGS ?=
 # Set, make test fails if the test process tree's peak resident memory exceeds it (conftest.py always prints the
-# peak). Not set by default: the peak is 6.78-6.95 GB on Zen 3, too close to the 7 GB goal to enforce yet.
+# peak). Not set by default: the peak is 6.3-6.95 GB on Zen 3, too close to the 7 GB goal to enforce yet.
 MEMORY_BUDGET_GB ?=
 
 .PHONY: install test parity diff faults sweep matrix train-parity fixtures golden asan bench example-port clean
@@ -45,7 +45,7 @@ parity: install
 diff: install
 	$(PY) -m parity diff $(LAYER) --scenario $(SCENARIO)
 
-# Training-trajectory parity on the narrow config (16 steps: about 4 minutes on 2 cores).
+# Training-trajectory parity on the narrow config (16 steps: about a minute on 2 cores).
 train-parity: install
 	$(PY) -m parity train --steps $(STEPS)
 
@@ -104,10 +104,11 @@ matrix: install
 	$(PY) -m parity matrix --generated $(MATRIX_GENERATED) $(if $(MATRIX_SELECT),--select "$(MATRIX_SELECT)",) \
 		$(if $(MATRIX_CELLS),--cells $(MATRIX_CELLS),)
 
-# Native against PyTorch on the same cores: training step, forward, every conv layer, memory, scaling and the
-# harness's cost, as ratios from one run (about 10 minutes; run it on an otherwise idle machine).
+# Native against PyTorch on the same cores: training step, forward, memory, scaling and the harness's cost, as
+# ratios from one run (about 7 minutes; FULL=1 adds batch 2 and 8 and every conv layer: about 27). Run it on an
+# otherwise idle machine.
 bench: install
-	$(PY) -m parity bench --output reports/bench.json
+	$(PY) -m parity bench $(if $(FULL),--full,) --output reports/bench.json
 
 clean:
 	rm -rf build reports $(NATIVE_STAMP)

@@ -360,17 +360,22 @@ py::dict train_step(Model<T>& model, const py::handle& images_obj, const py::han
   return losses(model);
 }
 
-// Forward and loss only (no gradient): -> the losses
+// Forward and loss only (no gradient): -> the losses, or with all_taps every forward and loss tap in execution
+// order (what a trajectory's validation judges)
 template <typename T>
 py::dict evaluate(Model<T>& model, const py::handle& images_obj, const py::handle& boxes_obj,
-                  const py::handle& labels_obj) {
+                  const py::handle& labels_obj, bool all_taps) {
   const Batch<T> batch = batch_from_python(model, images_obj, boxes_obj, labels_obj);
   {
     py::gil_scoped_release release;
     model.forward(batch.images);
     model.loss(batch.boxes, batch.labels);
   }
-  return losses(model);
+  if (!all_taps) return losses(model);
+  py::dict trace;
+  for (const auto& name : model.tap_order()) put_tap(trace, model, name);
+  model.drop_trace();
+  return trace;
 }
 
 template <typename T>
@@ -425,7 +430,8 @@ void bind_model(py::module_& m, const char* name) {
            py::arg("lr"), py::arg("momentum") = 0.0, py::arg("dampening") = 0.0, py::arg("weight_decay") = 0.0,
            py::arg("nesterov") = false, "torch.optim.SGD's update from the last step's parameter gradients.")
       .def("evaluate", &evaluate<T>, py::arg("images"), py::arg("boxes"), py::arg("labels"),
-           "Forward and loss without gradient; -> the losses.")
+           py::arg("all_taps") = false,
+           "Forward and loss without gradient; -> the losses, or with all_taps every forward and loss tap.")
       .def("state_dict", &state_dict<T>, "The current weights, by state_dict key.")
       .def("momentum_buffers", &momentum_buffers<T>, "SGD's momentum buffers, by state_dict key (empty before a step).")
       .def_property_readonly("num_classes", &Model<T>::num_classes)

@@ -5,9 +5,9 @@ oracle's own near-tied decisions, matching included (every_run).
 
 A pool window counts as a tie only when the two candidates' float64 oracle values are within the sum of their
 forward bounds at the pool's input tap; a ReLU only when the value on the passing side is within the bound of its
-tap (the input was zero up to rounding). The bounds are the error model's (parity/error_model), element by
-element, the larger of the two float32 sides', when the caller gives one (`window`); else the reference's own
-float32 error bound (tolerance.oracle_bound). Any other disagreement is left to fail.
+tap (the input was zero up to rounding). The bounds are the caller's `window(tap)`, the error model's
+(parity/error_model) element by element: the larger of the two float32 sides', or for the native float64 build
+twice its own in float64. Any other disagreement is left to fail.
 """
 
 import numpy as np
@@ -17,15 +17,9 @@ from reference.routing import POOL_INPUTS, window_argmax
 from reference.taps import module_taps
 
 from .index_compare import negative_ties
-from .tolerance import oracle_bound
 
 
-def _window(window, tap, reference, oracle):
-    """The near-tie window at a tap: an array (the error model's, element by element) or a number."""
-    return window(tap) if window is not None else oracle_bound(reference[tap], oracle[tap]).value
-
-
-def _pool_ties(pool, input_tap, native, reference, oracle, replayed, decisions, native_replayed, window=None):
+def _pool_ties(pool, input_tap, native, oracle, replayed, decisions, native_replayed, window):
     with torch.no_grad():  # the argmax is taken on each run's own values: a conversion to float64 is exact
         native_choice = window_argmax(pool, torch.from_numpy(native[input_tap]))
         if native_replayed is not None:  # the native step took another run's choice there
@@ -42,16 +36,15 @@ def _pool_ties(pool, input_tap, native, reference, oracle, replayed, decisions, 
         plane_start = (where[0] * channels + where[1]) * plane_size
         values = torch.from_numpy(oracle[input_tap]).reshape(-1)
         gap = (values[plane_start + native_choice[where]] - values[plane_start + reference_choice[where]]).abs()
-        bound = _window(window, input_tap, reference, oracle)
-        if not np.isscalar(bound):  # each candidate's own bound: the gap may close by both
-            flat = torch.from_numpy(np.ascontiguousarray(bound)).reshape(-1)
-            bound = flat[plane_start + native_choice[where]] + flat[plane_start + reference_choice[where]]
+        # each candidate's own bound: the gap may close by both
+        flat = torch.from_numpy(np.ascontiguousarray(window(input_tap))).reshape(-1)
+        bound = flat[plane_start + native_choice[where]] + flat[plane_start + reference_choice[where]]
     ties = torch.zeros_like(differ)
     ties[where] = gap <= bound
     return ("pool", native_choice, ties) if ties.any() else None
 
 
-def _relu_ties(tap, native, reference, oracle, replayed, decisions, native_replayed, window=None):
+def _relu_ties(tap, native, replayed, decisions, native_replayed, window):
     native_on = torch.from_numpy(native[tap] > 0)
     if native_replayed is not None:
         native_on = (native_on | native_replayed[1]) & ~native_replayed[2]
@@ -61,11 +54,9 @@ def _relu_ties(tap, native, reference, oracle, replayed, decisions, native_repla
     differ = native_on != reference_on
     if not differ.any():
         return None
-    bound = _window(window, tap, reference, oracle)
     # The value on the passing side (the larger of the two outputs, in float64), at the differing elements only
     where = differ.nonzero(as_tuple=True)
-    if not np.isscalar(bound):
-        bound = torch.from_numpy(np.ascontiguousarray(bound))[where]
+    bound = torch.from_numpy(np.ascontiguousarray(window(tap)))[where]
     passing_value = torch.from_numpy(native[tap])[where].double().maximum(torch.from_numpy(decisions[tap])[where].double())
     near_zero = torch.zeros_like(differ)
     near_zero[where] = passing_value <= bound
@@ -74,13 +65,11 @@ def _relu_ties(tap, native, reference, oracle, replayed, decisions, native_repla
     return ("relu", force_pass, force_block) if (force_pass | force_block).any() else None
 
 
-def _mining_ties(native, reference, oracle, decisions, window=None):
+def _mining_ties(native, decisions, window):
     name = "mining.negatives"
     if not _decided(native, decisions, name):
         return None
-    tolerance = _window(window, "loss.cls_per_prior", reference, oracle)
-    if not np.isscalar(tolerance):  # the larger of the two sides' bounds: both sides' losses together are within 2x
-        tolerance = 2 * tolerance
+    tolerance = 2 * window("loss.cls_per_prior")  # the larger of the two sides' bounds: both losses within twice it
     ties = negative_ties(native[name], decisions[name], decisions["loss.cls_per_prior"], decisions["match.labels"],
                          tolerance)
     return ("mining", torch.from_numpy(native[name]), torch.from_numpy(ties)) if ties.any() else None
@@ -105,20 +94,19 @@ def _decided(native, decisions, name) -> bool:
 
 def find_routing_ties(model, native: dict, reference: dict, oracle: dict, replayed: dict | None = None,
                       decisions: dict | None = None, native_replayed: dict | None = None, network: bool = True,
-                      window=None) -> dict:
+                      *, window) -> dict:
     """-> {tap: replay entry} for every pool, ReLU or mining decision with at least one near-tie decided
     differently; hard negatives count as tied when their loss is within the loss bound of the boundary.
     replayed: the routing the reference already ran with (its decisions there are the native ones);
     decisions: the run whose decisions are held to the native ones (default: the reference; the oracle for a
     training trajectory); native_replayed: the routing the native step itself ran with (native_routing), whose
     decisions are then the native ones; network: False to search the loss's decisions alone (a replay changes only
-    the loss: the network's forward values, and so its near-ties, stay as they were). "Near" is always measured by
-    the reference's float32 error against the oracle, or by `window(tap)`, the error model's per-element bound
-    there (see the module's docstring)."""
+    the loss: the network's forward values, and so its near-ties, stay as they were). "Near" is measured by
+    `window(tap)`, the error model's per-element bound there (see the module's docstring)."""
     replayed, native_replayed = replayed or {}, native_replayed or {}
     decisions = reference if decisions is None else decisions
     found = {}
-    mining = _mining_ties(native, reference, oracle, decisions, window)
+    mining = _mining_ties(native, decisions, window)
     if mining is not None:
         found["mining.negatives"] = mining
     matching = _matching_ties(native, reference, decisions)
@@ -128,11 +116,10 @@ def find_routing_ties(model, native: dict, reference: dict, oracle: dict, replay
         if not _decided(native, decisions, POOL_INPUTS.get(tap, tap)):
             entry = None
         elif tap in POOL_INPUTS:
-            entry = _pool_ties(module, POOL_INPUTS[tap], native, reference, oracle, replayed.get(tap), decisions,
+            entry = _pool_ties(module, POOL_INPUTS[tap], native, oracle, replayed.get(tap), decisions,
                                native_replayed.get(tap), window)
         elif isinstance(module, torch.nn.ReLU):
-            entry = _relu_ties(tap, native, reference, oracle, replayed.get(tap), decisions, native_replayed.get(tap),
-                               window)
+            entry = _relu_ties(tap, native, replayed.get(tap), decisions, native_replayed.get(tap), window)
         else:
             entry = None
         if entry is not None:
@@ -187,7 +174,7 @@ def native_step_routing(routing: dict) -> dict:
 
 
 def reconcile(model, native: dict, runs: tuple, replay, every_run: bool = False, start: dict | None = None,
-              native_routing: dict | None = None, window=None) -> tuple:
+              native_routing: dict | None = None, *, window) -> tuple:
     """runs: the reference forward traces to reconcile, the last being the float64 yardstick (reference32 and
     oracle, or the oracle alone); replay(routing) gives them again under that routing. The network's forward values
     do not move under a routing (only the backward follows it), but a forced match changes the loss's targets and

@@ -14,7 +14,7 @@ from reference.model import build_reference, state_dict_arrays
 from reference.step import PendingStep, run_step
 from reference.taps import run_forward
 
-from .error_model import ErrorModel
+from .error_model import FLOAT64_U, ErrorModel
 from .routing_ties import native_step_routing, reconcile, same_routing, tie_counts
 from .scenario import Scenario
 
@@ -160,6 +160,17 @@ class SideTraces:
         return self.oracle_for_native64 if self.oracle_for_native64 is not None else self.oracle
 
 
+def native64_routing(model, native64: dict, taken: dict, oracle_trace, images: np.ndarray, targets: list) -> dict:
+    """The routing the native float64 step is held to: `taken` (the one it ran with), plus its own near-ties against
+    the oracle (oracle_trace(routing): the oracle's forward trace under a routing). Those are float64's: a decision
+    within twice native64's error-model bound in float64 (the oracle's own rounding is as large as native64's)."""
+    oracle = oracle_trace(taken)
+    bounds = ErrorModel(model, oracle, images, targets, unit_roundoff=FLOAT64_U)
+    routing, _ = reconcile(model, native64, (oracle,), lambda r: (oracle_trace(r),), start=taken, native_routing=taken,
+                           window=lambda tap: 2 * bounds.bound(tap, native64))
+    return routing
+
+
 def run_sides(scenario: Scenario, step: bool = True, native: dict | None = None) -> SideTraces:
     """The scenario on all sides: the whole training step (forward, loss, backward), or forward alone.
 
@@ -202,8 +213,7 @@ def run_sides(scenario: Scenario, step: bool = True, native: dict | None = None)
         # A native step decides its matches itself (native_step_routing leaves matching out), as the oracle did
         # before it took the float32 matches at its near-ties: native64 is held to the oracle without them.
         taken = {tap: entry for tap, entry in routing.items() if entry[0] != "match"}
-        routing64, _ = reconcile(model, native64, (oracle.forward_trace(taken),), lambda r: (oracle.forward_trace(r),),
-                                 start=taken, native_routing=taken)
+        routing64 = native64_routing(model, native64, taken, lambda r: oracle.forward_trace(r), images, targets)
         if not same_routing(routing, routing64):
             strict_oracle = _as_arrays(oracle.backward(routing64))
     return SideTraces(scenario, reference_trace, oracle_trace, native_trace, native64, strict_oracle,

@@ -15,7 +15,7 @@ DEFAULT_TRAIN_REPORT = Path("reports") / "train-parity.json"
 WHEN = {
     "train_loss": "loss.total on the step's batch, before that step's update",
     "validation_loss": "mean loss.total over the validation items, no gradient, before any update and after the "
-                       "update that ends each epoch",
+                       "update that ends each epoch (every forward and loss tap of each batch judged)",
     "parameters": "every parameter and momentum buffer right after the step's update",
 }
 
@@ -59,7 +59,7 @@ def build_train_report(report: TrajectoryReport, require_learning: bool = True) 
                       "train_loss": record.train_loss, "ties": record.ties, "drift": record.drift,
                       "compared": len(record.results), "failed": len(failed),
                       "results": [r.to_dict() for r in record.results]})
-    validation_failed = [v for v in report.validation if v["result"]["verdict"] != "pass"]
+    validation_failed = [v for v in report.validation if v["verdict"] != "pass"]
     learning = learning_check(report) if len(report.validation) > 1 else None
     passed = (first is None and not validation_failed and bool(steps)
               and (not require_learning or bool(learning and learning["learns"])))
@@ -133,7 +133,8 @@ def print_train_summary(data: dict, console: Console | None = None) -> None:
                       f"{s['drift']['reference_vs_oracle']:.2g}", str(sum(s["ties"].values())))
     console.print(table)
     for v in data["validation"]:
-        verdict = "[green]pass[/green]" if v["result"]["verdict"] == "pass" else "[red]fail[/red]"
+        verdict = (f"[green]pass[/green] ({v['compared']} tensors)" if v["verdict"] == "pass"
+                   else f"[red]fail[/red] ({v['failed']} of {v['compared']} tensors)")
         console.print(f"validation {v['when']}: native {v['loss']['native']:.6g}, reference "
                       f"{v['loss']['reference']:.6g}, oracle {v['loss']['oracle']:.6g} {verdict}")
     first = data["first_divergence"]

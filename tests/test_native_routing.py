@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from parity.cases import scenario_for
-from parity.routing_ties import native_step_routing, reconcile, same_routing
-from parity.sides import native_model_for, native_step, pending_reference_step, reference_model_for
+from parity.routing_ties import native_step_routing, same_routing
+from parity.sides import (native64_routing, native_model_for, native_step, pending_reference_step, reference_model_for,
+                          run_sides)
 from parity.tolerance import strict64_bound
 from reference.routing import POOL_INPUTS, window_argmax
 from reference.taps import module_taps
@@ -126,28 +127,22 @@ def test_a_bad_routing_is_rejected_before_the_step(change, error, message):
         model.forward_backward(images, boxes, labels, [])
 
 
-def test_native64_ties_of_its_own_are_routed_on_top_of_native32s():
-    """run_sides' tie search for the routed float64 step: none of its own on a clean run (one oracle backward serves
-    both native builds); a window where native64 alone took a near-tied element is added to native32's routing."""
+@lru_cache(maxsize=1)
+def _native64_case():
+    """narrow-B1's native32 routing (found as run_sides finds it), the float64 native step under it and the oracle."""
     scenario = scenario_for("narrow", 1)
     images, targets = scenario.images(), scenario.targets()
-    reference = pending_reference_step(scenario, images, targets)
-    oracle = pending_reference_step(scenario, images.astype(np.float64), targets)
-    model = reference_model_for(scenario)
-    routing, _ = reconcile(model, native_step(scenario, images, targets),
-                           (reference.forward_trace(), oracle.forward_trace()),
-                           lambda r: (reference.forward_trace(r), oracle.forward_trace(r)))
+    traces = run_sides(scenario)
+    routing = {tap: entry for tap, entry in traces.routing.items() if entry[0] != "match"}
     assert routing, "narrow-B1 has near-ties in its pools"
+    oracle = pending_reference_step(scenario, images.astype(np.float64), targets)
     native64 = native_step(scenario, images.astype(np.float64), targets, routing)
+    return scenario, routing, native64, oracle.forward_trace(routing)
 
-    def search(native, oracle_trace):
-        return reconcile(model, native, (oracle_trace,), lambda r: (oracle_trace,), start=routing,
-                         native_routing=routing)[0]
 
-    oracle_trace = oracle.forward_trace(routing)
-    assert same_routing(search(native64, oracle_trace), routing)
-    # a pool1 window that takes its first element, a positive one, made a near-tie: its second element set a hair
-    # below the first in the oracle and a hair above it in native64
+def _pool1_window_made_close(native64, oracle_trace, gap):
+    """A pool1 window whose first element, a positive one, wins in the oracle: its second element set a relative
+    `gap` below the first in the oracle and as far above it in native64 -> (the two traces, where, native64's pick)."""
     def windows(trace):
         tap = trace["backbone.conv1_2"].copy()
         return tap, tap[0].reshape(tap.shape[1], tap.shape[2] // 2, 2, -1, 2).transpose(0, 1, 3, 2, 4)
@@ -156,12 +151,35 @@ def test_native64_ties_of_its_own_are_routed_on_top_of_native32s():
     oracle_input, oracle_windows = windows(oracle_trace)
     first = (oracle_windows.reshape(*oracle_windows.shape[:3], 4).argmax(-1) == 0) & (oracle_windows[..., 0, 0] > 0)
     channel, row, col = np.argwhere(first)[0]
-    oracle_windows[channel, row, col, 0, 1] = oracle_windows[channel, row, col, 0, 0] * (1 - 1e-13)
-    native_windows[channel, row, col, 0, 1] = native_windows[channel, row, col, 0, 0] * (1 + 1e-13)
-    found = search(dict(native64, **{"backbone.conv1_2": native_input}),
-                   dict(oracle_trace, **{"backbone.conv1_2": oracle_input}))
-    assert not same_routing(found, routing)
+    oracle_windows[channel, row, col, 0, 1] = oracle_windows[channel, row, col, 0, 0] * (1 - gap)
+    native_windows[channel, row, col, 0, 1] = native_windows[channel, row, col, 0, 0] * (1 + gap)
+    return (dict(native64, **{"backbone.conv1_2": native_input}), dict(oracle_trace, **{"backbone.conv1_2": oracle_input}),
+            (channel, row, col), 2 * row * native_input.shape[3] + 2 * col + 1)
+
+
+def _search(scenario, routing, native64, oracle_trace):
+    """run_sides' tie search for the routed float64 step, on these traces."""
+    return native64_routing(reference_model_for(scenario), native64, routing, lambda r: oracle_trace,
+                            scenario.images(), scenario.targets())
+
+
+def test_native64_ties_of_its_own_are_routed_on_top_of_native32s():
+    """None of its own on a clean run (one oracle backward serves both native builds); a window where native64
+    alone took an element within float64's rounding of the oracle's maximum is added to native32's routing."""
+    scenario, routing, native64, oracle_trace = _native64_case()
+    assert same_routing(_search(scenario, routing, native64, oracle_trace), routing)
+    native, oracle, (channel, row, col), pick = _pool1_window_made_close(native64, oracle_trace, 1e-15)
+    found = _search(scenario, routing, native, oracle)
     assert set(found) == set(routing) | {"backbone.pool1"}
     _, choice, mask = found["backbone.pool1"]
     assert int(mask.sum()) == 1 + (int(routing["backbone.pool1"][2].sum()) if "backbone.pool1" in routing else 0)
-    assert mask[0, channel, row, col] and choice[0, channel, row, col] == 2 * row * native_input.shape[3] + 2 * col + 1
+    assert mask[0, channel, row, col] and choice[0, channel, row, col] == pick
+
+
+def test_a_native64_pool_choice_beyond_float64_rounding_is_never_replayed():
+    """The same window, its two elements 1e-9 apart: far beyond float64's rounding (though within float32's), so
+    native64's other choice is not a near-tie and is left to fail."""
+    scenario, routing, native64, oracle_trace = _native64_case()
+    native, oracle, (channel, row, col), _ = _pool1_window_made_close(native64, oracle_trace, 1e-9)
+    found = _search(scenario, routing, native, oracle)
+    assert "backbone.pool1" not in found or not found["backbone.pool1"][2][0, channel, row, col]

@@ -17,14 +17,19 @@ def test_clean_short_trajectory_passes():
     assert data["passed"] and data["learning"]["learns"], data["learning"]
 
 
-def test_gradients_not_zeroed_fail_at_step_two():
+def test_gradients_not_zeroed_fail_at_step_two_in_the_first_gradient_of_the_backward():
     first = _first_divergence("grads_not_zeroed")
-    assert first["step"] == 2 and first["name"].startswith("momentum/"), first
+    assert (first["step"], first["name"]) == (2, "param_grad/head.classification_head.module_list.5.weight"), first
 
 
 def test_a_layer_that_never_learns_is_named_at_step_one():
     first = _first_divergence("frozen_layer")
-    assert (first["step"], first["name"]) == (1, "momentum/backbone.extra.1.2.weight"), first
+    assert (first["step"], first["name"]) == (1, "param_grad/backbone.extra.1.2.weight"), first
+
+
+def test_an_update_off_by_its_momentum_fails_at_the_first_parameter_updated():
+    first = _first_divergence("nesterov_momentum")
+    assert (first["step"], first["name"]) == (1, "param/backbone.features.0.weight"), first
 
 
 def _made_up_report(epochs, validation=(2.0, 1.5)):

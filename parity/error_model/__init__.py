@@ -20,21 +20,36 @@ from reference.routing import window_argmax
 
 from . import backward, forward, loss
 from .graph import build_stages, consumers, producer_of_parameter
-from .rounding import EVALUATION, LAMBDA, U, UNDERFLOW, gamma
+from .rounding import FLOAT64_U, LAMBDA, U, finished, gamma, u, unit_roundoff
 
-__all__ = ["ErrorModel", "LAMBDA", "U", "error_model_for", "gamma"]
+__all__ = ["ErrorModel", "FLOAT64_U", "LAMBDA", "U", "TrainedTrace", "error_model_for", "gamma"]
+
+
+class TrainedTrace(dict):
+    """A side's trace with the weights its step ran with (state_dict key -> array): in a training trajectory each
+    side's weights have drifted from the oracle's, and that drift is an input deviation of every stage with
+    parameters. A plain dict's weights are the oracle's exactly (a single step from the same weights)."""
+
+    def __init__(self, trace: dict, weights: dict):
+        super().__init__(trace)
+        self.weights = weights
 
 
 class ErrorModel:
-    """Bounds of one scenario's step. model: the reference (its weights are every side's, exactly); oracle: the
-    float64 trace; images (B,3,300,300) and targets [(boxes, labels)] the scenario's; routing: the near-tie replay
-    the oracle's backward ran with (parity/routing_ties.py)."""
+    """Bounds of one scenario's step. model: the reference (its modules' geometry; its weights are every side's,
+    exactly, unless `weights` gives the oracle's own: a trajectory's, TrainedTrace); oracle: the float64 trace;
+    images (B,3,300,300) and targets [(boxes, labels)] the scenario's; routing: the near-tie replay the oracle's
+    backward ran with (parity/routing_ties.py); unit_roundoff: that of the sides judged (float32's, or FLOAT64_U
+    for the native float64 build's near-ties)."""
 
-    def __init__(self, model, oracle: dict, images: np.ndarray, targets: list, routing: dict | None = None):
+    def __init__(self, model, oracle: dict, images: np.ndarray, targets: list, routing: dict | None = None,
+                 weights: dict | None = None, unit_roundoff: float = U):
+        self.unit_roundoff = unit_roundoff
         self.stages = build_stages(model)
         self.readers = consumers(self.stages)
         self.owners = producer_of_parameter(self.stages)
-        self.weights = {k: v.detach().to(torch.float64) for k, v in model.state_dict().items()}
+        weights = model.state_dict() if weights is None else weights
+        self.weights = {k: torch.as_tensor(v).detach().to(torch.float64) for k, v in weights.items()}
         self.oracle = oracle
         self.images = torch.from_numpy(np.ascontiguousarray(images, dtype=np.float64))
         self.targets = targets
@@ -68,6 +83,15 @@ class ErrorModel:
                                   else torch.nan_to_num(assumed.reshape(oracle.shape), nan=torch.inf))
         return self._assumed[key].clone()  # callers may work in place on what they derive from it
 
+    def weight_deviation(self, key: str, side: dict) -> torch.Tensor | None:
+        """|side's weight - oracle's| in float64 (TrainedTrace), or None where they are the same (every stage's
+        bound then skips the term)."""
+        given = getattr(side, "weights", {}).get(key)
+        if given is None:
+            return None
+        deviation = torch.as_tensor(np.asarray(given), dtype=torch.float64).sub(self.weights[key]).abs_()
+        return deviation if deviation.any() else None
+
     def _given(self, name: str, side: dict) -> np.ndarray | None:
         """The side's tensor where it has one of the oracle's shape; None where it lacks it or has another shape
         (a partial dump, a layout declared wrong: that tensor fails on its shape), so its values decide nothing."""
@@ -81,15 +105,11 @@ class ErrorModel:
         judged here; the non-finite check judges it), or None for a tensor the model does not bound (priors and
         index tensors, judged exactly)."""
         self.assumed_missing = False
-        with torch.no_grad():
+        with torch.no_grad(), unit_roundoff(self.unit_roundoff):
             value = self._bound(name, side)
         if value is None:
             return None
-        value = value.reshape(np.shape(self.oracle[name])).numpy()  # in place: a bound may be a whole feature map
-        value *= 1 + EVALUATION
-        value += UNDERFLOW
-        value[np.isnan(value)] = np.inf
-        return value
+        return finished(value.reshape(np.shape(self.oracle[name])).numpy())  # in place: it may be a whole feature map
 
     def _bound(self, name, side):
         if name in self.stages:
@@ -108,13 +128,14 @@ class ErrorModel:
         if stage.kind == "conv":
             x = stage.inputs[0]
             return forward.conv(stage.module, self.value(x), self.deviation(x, side), self.weights[stage.weight_key],
-                                self.weights[stage.bias_key])
+                                self.weights[stage.bias_key], self.weight_deviation(stage.weight_key, side),
+                                self.weight_deviation(stage.bias_key, side))
         if stage.kind == "pool":
             return forward.pool(stage.module, self.deviation(stage.inputs[0], side))
         if stage.kind == "l2norm":
             x = stage.inputs[0]
             return forward.l2norm(self.value(x), self.deviation(x, side), self.weights[stage.weight_key],
-                                  self.value(stage.tap))
+                                  self.value(stage.tap), self.weight_deviation(stage.weight_key, side))
         if stage.kind == "join":
             return forward.join([self.deviation(t, side) for t in stage.inputs], self._columns(stage.tap))
         return None  # priors: bit-identical
@@ -174,7 +195,7 @@ class ErrorModel:
 
     def _loss_total(self, side):
         total = self.value("loss.total")
-        return (2 * U * total.abs() + self.deviation("loss.loc", side) + self.deviation("loss.conf", side))
+        return (2 * u() * total.abs() + self.deviation("loss.loc", side) + self.deviation("loss.conf", side))
 
     # -- backward
 
@@ -245,8 +266,8 @@ class ErrorModel:
         for r in readers:
             if r.kind == "conv":
                 grad, dgrad = self._output_gradient(r, side)
-                total += backward.conv_input(r.module, shape, self.weights[r.weight_key],
-                                             g * grad.abs() + (1 + g) * dgrad)
+                total += backward.conv_input(r.module, shape, self.weights[r.weight_key], grad, dgrad, g,
+                                             self.weight_deviation(r.weight_key, side))
             elif r.kind == "pool":
                 grad, dgrad = self.value("grad/" + r.tap), self.deviation("grad/" + r.tap, side)
                 total += backward.pool_scatter(self._pool_argmax(r), g * grad.abs() + (1 + g) * dgrad, shape)
@@ -255,7 +276,8 @@ class ErrorModel:
                                                      grad.abs() + dgrad)
             elif r.kind == "l2norm":
                 total += backward.l2norm_input(self.value(tap), self.deviation(tap, side), self.weights[r.weight_key],
-                                               self.value("grad/" + r.tap), self.deviation("grad/" + r.tap, side), g)
+                                               self.value("grad/" + r.tap), self.deviation("grad/" + r.tap, side), g,
+                                               self.weight_deviation(r.weight_key, side))
         return total
 
     def _parameter_gradient(self, key, side):

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch.nn.grad import conv2d_input, conv2d_weight
 
 from .forward import L2NORM_EPS, l2norm_parts
-from .rounding import U, ULPS, gamma, per_image
+from .rounding import ULPS, gamma, per_image, u
 
 
 def conv_terms(weight) -> int:
@@ -17,12 +17,16 @@ def conv_terms(weight) -> int:
     return weight.shape[0] * weight[0, 0].numel()
 
 
-def conv_input(module, input_shape, weight, values):
-    """values (B,OC,OH,OW) >= 0 at the conv's output (after the ReLU's mask), weight (OC,C,KH,KW) -> (B,C,H,W):
-    |W| applied to them as the conv's input gradient applies W (a transposed convolution)."""
-    weight, one_image = weight.abs(), (1, *input_shape[1:])
-    return per_image(lambda v: conv2d_input(one_image, weight, v, module.stride, module.padding, module.dilation),
-                     values)
+def conv_input(module, input_shape, weight, grad, dgrad, g, dweight=None):
+    """grad, dgrad (B,OC,OH,OW) the output gradient after the ReLU's mask and its deviation, weight (OC,C,KH,KW), g
+    the gamma of the whole sum the input gradient's elements are, dweight the side's drift from weight (a training
+    trajectory) or None -> (B,C,H,W): |W| applied to g |grad| + (1+g) dgrad as the conv's input gradient applies W (a
+    transposed convolution), and a drifted weight's |E| to (1+g) (|grad| + dgrad)."""
+    one_image, args = (1, *input_shape[1:]), (module.stride, module.padding, module.dilation)
+    bound = per_image(lambda v: conv2d_input(one_image, weight.abs(), v, *args), g * grad.abs() + (1 + g) * dgrad)
+    if dweight is not None:
+        bound += per_image(lambda v: conv2d_input(one_image, dweight, v, *args), (1 + g) * (grad.abs() + dgrad))
+    return bound
 
 
 def conv_weight(module, x, dx, weight_shape, grad, dgrad):
@@ -78,10 +82,11 @@ def pool_undecided(module, x, dx, values):
     return folded[:, :, sides[2]:sides[2] + h, sides[0]:sides[0] + w].reshape(b, c, h, w)
 
 
-def l2norm_input(x, dx, scale, grad, dgrad, g_total):
+def l2norm_input(x, dx, scale, grad, dgrad, g_total, dscale=None):
     """x, dx (B,C,H,W) conv4_3, scale (C), grad, dgrad (B,C,H,W) of the L2Norm's output, g_total the gamma of the
-    tap gradient's whole sum -> (B,C,H,W): this consumer's internal rounding and propagated deviation, plus g_total
-    times the magnitude of what it adds to the sum.
+    tap gradient's whole sum, dscale (C) the side's scale's drift from the oracle's or None -> (B,C,H,W): this
+    consumer's internal rounding and propagated deviation, plus g_total times the magnitude of what it adds to the
+    sum.
 
     autograd's gradient of scale * x / max(|x|, eps): s g / d - x (sum_c s g x) / (d^2 |x|) where d = max(|x|, eps),
     the second term only where |x| >= eps. Own: the inner sum of C terms, the norm's error e_d (relative, gamma(C)/2
@@ -91,13 +96,15 @@ def l2norm_input(x, dx, scale, grad, dgrad, g_total):
     denom, _, unbounded = l2norm_parts(x, dx)
     unclamped = (x.norm(dim=1, keepdim=True) >= L2NORM_EPS).to(x.dtype)
     xa = x.abs() + dx
+    if dscale is not None:  # s and g enter only as their product: a drifted scale is a deviation of s * g
+        dgrad = dgrad + dscale.view(1, -1, 1, 1) * (grad.abs() + dgrad) / s.abs()
     sg = (s * grad).abs() + s.abs() * dgrad
     inner = (s * grad * x).sum(dim=1, keepdim=True).abs()
     inner_abs = (xa * sg).sum(dim=1, keepdim=True)
-    e_d = gamma(x.shape[1]) / 2 + 2 * U
+    e_d = gamma(x.shape[1]) / 2 + 2 * u()
     second = unclamped * xa / denom ** 3
     magnitude = sg / denom + second * inner_abs
-    own = (sg / denom) * (ULPS * U + e_d) + second * (gamma(x.shape[1] + 1) * inner_abs + inner * (3 * e_d + ULPS * U))
+    own = (sg / denom) * (ULPS * u() + e_d) + second * (gamma(x.shape[1] + 1) * inner_abs + inner * (3 * e_d + ULPS * u()))
     from_grad = s.abs() * dgrad / denom + second * (xa * s.abs() * dgrad).sum(dim=1, keepdim=True)
     xhat_dx = (xa / denom * dx).sum(dim=1, keepdim=True)
     from_x = unclamped * (sg * xhat_dx / denom ** 2 + dx * inner_abs / denom ** 3
@@ -113,8 +120,8 @@ def l2norm_scale(x, dx, grad, dgrad):
     xhat = x.abs() / denom
     terms = grad.abs() * xhat
     g = gamma(x.shape[0] * x[0, 0].numel())
-    e_d = gamma(x.shape[1]) / 2 + 2 * U
+    e_d = gamma(x.shape[1]) / 2 + 2 * u()
     propagated = dgrad * (xhat + deviation) + grad.abs() * deviation
-    per_pixel = (g + 2 * (e_d + ULPS * U)) * terms + propagated
+    per_pixel = (g + 2 * (e_d + ULPS * u())) * terms + propagated
     per_pixel = torch.where(unbounded, torch.full_like(per_pixel, torch.inf), per_pixel)
     return per_pixel.sum(dim=(0, 2, 3))

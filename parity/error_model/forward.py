@@ -5,21 +5,32 @@ measured |side input - oracle input|."""
 import torch
 import torch.nn.functional as F
 
-from .rounding import U, ULPS, gamma, per_image
+from .rounding import ULPS, gamma, per_image, u
 
 L2NORM_EPS = 1e-12  # torchvision's F.normalize clamp
 
 
-def conv(module, x, dx, weight, bias):
-    """x, dx (B,C,H,W), weight (OC,C,KH,KW), bias (OC) -> (B,OC,OH,OW).
+def conv(module, x, dx, weight, bias, dweight=None, dbias=None):
+    """x, dx (B,C,H,W), weight (OC,C,KH,KW), bias (OC), and where the side's weights drifted from the oracle's (a
+    training trajectory) their deviations dweight, dbias -> (B,OC,OH,OW).
 
     fl(sum w*x_side + b) is within gamma(n) * (|W|*|x_side| + |b|) of the exact sum on the side's input, n = C*KH*KW
-    products plus the bias; that sum is within |W|*dx of the oracle's. |x_side| <= |x| + dx. A ReLU after it is
-    1-Lipschitz and exact, so the bound holds for the tap after ReLU too."""
+    products plus the bias; that sum is within |W|*dx of the oracle's. |x_side| <= |x| + dx. A side's own weights
+    W + E add |E|*|x_side| + |db| (and their share of the rounding). A ReLU after it is 1-Lipschitz and exact, so the
+    bound holds for the tap after ReLU too."""
     g = gamma(weight[0].numel() + 1)
+    args = (module.stride, module.padding, module.dilation)
     weight, bias = weight.abs(), g * bias.abs()
-    return per_image(lambda x, dx: F.conv2d(g * x.abs() + (1 + g) * dx, weight, bias, module.stride, module.padding,
-                                            module.dilation), x, dx)
+    if dweight is None and dbias is None:
+        return per_image(lambda x, dx: F.conv2d(g * x.abs() + (1 + g) * dx, weight, bias, *args), x, dx)
+    dweight = torch.zeros_like(weight) if dweight is None else dweight
+    dbias = torch.zeros_like(bias) if dbias is None else dbias
+
+    def one_image(x, dx):
+        return (F.conv2d(g * x.abs() + (1 + g) * dx, weight, bias, *args)
+                + F.conv2d((1 + g) * (x.abs() + dx), dweight, (1 + g) * dbias, *args))
+
+    return per_image(one_image, x, dx)
 
 
 def pool(module, dx):
@@ -40,15 +51,21 @@ def l2norm_parts(x, dx):
     return denom, deviation, dnorm > norm / 4
 
 
-def l2norm(x, dx, scale, out):
-    """x, dx (B,C,H,W) conv4_3, scale (C), out (B,C,H,W) the oracle's output -> (B,C,H,W).
+def l2norm(x, dx, scale, out, dscale=None):
+    """x, dx (B,C,H,W) conv4_3, scale (C), out (B,C,H,W) the oracle's output, dscale (C) the side's scale's drift
+    from the oracle's (a training trajectory) or None -> (B,C,H,W).
 
     Own rounding: the norm's sum of C squares (gamma(C), halved by the square root) and a few roundings (the
     square root, the division, the scale). A pixel whose input deviation exceeds a quarter of its norm cannot be
-    bounded below 2 |scale| (|x / |x|| <= 1 on both sides)."""
+    bounded below 2 |scale| (|x / |x|| <= 1 on both sides). A drifted scale adds dscale * |x_side / |x_side||."""
     s = scale.abs().view(1, -1, 1, 1)
-    _, deviation, unbounded = l2norm_parts(x, dx)
-    bound = (gamma(x.shape[1]) / 2 + ULPS * U) * out.abs() + s * deviation
+    denom, deviation, unbounded = l2norm_parts(x, dx)
+    own = gamma(x.shape[1]) / 2 + ULPS * u()
+    bound = own * out.abs() + s * deviation
+    if dscale is not None:
+        ds = dscale.view(1, -1, 1, 1)
+        bound += (1 + own) * ds * (x.abs() / denom + deviation)
+        s = s + ds
     return torch.where(unbounded, 2 * s.expand_as(bound), bound)
 
 

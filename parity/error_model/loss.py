@@ -5,7 +5,7 @@ order."""
 
 import torch
 
-from .rounding import U, ULPS, gamma
+from .rounding import ULPS, gamma, u
 
 BOX_WEIGHTS = (10.0, 10.0, 5.0, 5.0)  # torchvision's SSD BoxCoder
 FORMULA = 2.0
@@ -21,15 +21,15 @@ def encode(boxes, priors, dpriors):
         dp = dpriors[:, axis] + dpriors[:, axis + 2]
         pw, gw = p2 - p1, g2 - g1
         pc, gc = p1 + 0.5 * pw, g1 + 0.5 * gw
-        e_pw = U * pw.abs() + dp
-        e_pc = U * (pc.abs() + p1.abs()) + dp
-        e_gw = U * gw.abs()
-        e_gc = U * (gc.abs() + g1.abs()) + 0.5 * e_gw
+        e_pw = u() * pw.abs() + dp
+        e_pc = u() * (pc.abs() + p1.abs()) + dp
+        e_gw = u() * gw.abs()
+        e_gc = u() * (gc.abs() + g1.abs()) + 0.5 * e_gw
         wc, ws = BOX_WEIGHTS[axis], BOX_WEIGHTS[axis + 2]
         centre = wc * (gc - pc) / pw
-        e_centre = wc * (e_gc + e_pc + U * (gc - pc).abs()) / pw + centre.abs() * (2 * U + e_pw / pw)
+        e_centre = wc * (e_gc + e_pc + u() * (gc - pc).abs()) / pw + centre.abs() * (2 * u() + e_pw / pw)
         ratio = torch.log(gw / pw)
-        e_size = ws * (e_gw / gw + e_pw / pw + U + ULPS * U * ratio.abs()) + U * ws * ratio.abs()
+        e_size = ws * (e_gw / gw + e_pw / pw + u() + ULPS * u() * ratio.abs()) + u() * ws * ratio.abs()
         out[:, axis], out[:, axis + 2] = FORMULA * e_centre, FORMULA * e_size
     return out * (1 + 1e-6)  # second-order terms (products of two roundings)
 
@@ -46,7 +46,7 @@ def _softmax_parts(z):
 def _log_sum_exp_error(z, m, log_s, spread):
     """Absolute rounding error of log(sum exp(z - m)) + m - z_k, before the final subtraction: the sum of K
     exponentials (each within |z_k - m| u of its argument's rounding and ULPS ulps of its own), then the log."""
-    return gamma(z.shape[-1]) + ULPS * U + U * spread + ULPS * U * log_s + U * m.abs()
+    return gamma(z.shape[-1]) + ULPS * u() + u() * spread + ULPS * u() * log_s + u() * m.abs()
 
 
 def cross_entropy(z, dz, labels, loss):
@@ -57,7 +57,7 @@ def cross_entropy(z, dz, labels, loss):
     is at most 1 in the max norm)."""
     m, p, log_s, spread = _softmax_parts(z)
     zy = z.gather(-1, labels.unsqueeze(-1))
-    own = _log_sum_exp_error(z, m, log_s, spread) + U * ((zy - m).abs() + loss.unsqueeze(-1).abs())
+    own = _log_sum_exp_error(z, m, log_s, spread) + u() * ((zy - m).abs() + loss.unsqueeze(-1).abs())
     onehot = torch.zeros_like(p).scatter_(-1, labels.unsqueeze(-1), 1.0)
     top = dz.max(dim=-1, keepdim=True).values
     propagated = ((p - onehot).abs() * dz).sum(dim=-1, keepdim=True) + top * top
@@ -70,10 +70,10 @@ def conf_gradient(z, dz, labels, weight):
     grad = weight * (softmax(z) - onehot(y)), the softmax taken as exp(log_softmax). Own: exp of a log-softmax
     within the log-sum-exp's error; propagated: d softmax_k = p_k (dz_k - sum_j p_j dz_j) to first order."""
     m, p, log_s, spread = _softmax_parts(z)
-    log_softmax_error = _log_sum_exp_error(z, m, log_s, spread) + U * (z - m).abs()
+    log_softmax_error = _log_sum_exp_error(z, m, log_s, spread) + u() * (z - m).abs()
     onehot = torch.zeros_like(p).scatter_(-1, labels.unsqueeze(-1), 1.0)
     w = weight.unsqueeze(-1)
-    own = w * (p * (log_softmax_error + ULPS * U) + 2 * U * (p - onehot).abs())
+    own = w * (p * (log_softmax_error + ULPS * u()) + 2 * u() * (p - onehot).abs())
     top = dz.max(dim=-1, keepdim=True).values
     propagated = w * p * (dz + (p * dz).sum(dim=-1, keepdim=True) + 4 * top * top)
     return FORMULA * own + propagated
@@ -87,17 +87,17 @@ def smooth_l1_sum(loc, dloc, target, dtarget, positive, normalizer, loss):
     terms = torch.where(r < 1, 0.5 * r * r, r - 0.5) * mask
     slope = r.clamp(max=1)
     n = int(positive.sum()) * 4 + positive.shape[0]
-    own = (U * r * slope + 3 * U * (terms + 0.5 * mask)).sum() + gamma(n) * terms.sum()
+    own = (u() * r * slope + 3 * u() * (terms + 0.5 * mask)).sum() + gamma(n) * terms.sum()
     dr = dloc + dtarget
     propagated = (dr * (r + dr).clamp(max=1) * mask).sum()
-    return (FORMULA * own + propagated) / normalizer + FORMULA * U * loss.abs()
+    return (FORMULA * own + propagated) / normalizer + FORMULA * u() * loss.abs()
 
 
 def loc_gradient(loc, dloc, target, dtarget, positive, normalizer):
     """-> (B,P,4) bound on d loss / d loc_head = clamp(loc - target, -1, 1) / normalizer at positives."""
     mask = positive.unsqueeze(-1).to(loc.dtype)
     grad = (loc - target).clamp(-1, 1) * mask / normalizer
-    return FORMULA * 3 * U * grad.abs() + (dloc + dtarget) * mask / normalizer
+    return FORMULA * 3 * u() * grad.abs() + (dloc + dtarget) * mask / normalizer
 
 
 def selected_sum(cls, dcls, weight, cls_bound_extra, loss):
@@ -105,5 +105,5 @@ def selected_sum(cls, dcls, weight, cls_bound_extra, loss):
     cls_bound_extra (B,P): what a prior selected on one side only adds -> bound on loss.conf = selected sum / N
     (weight already divided by N), given the oracle's loss."""
     n = int((weight > 0).sum()) + 1
-    own = gamma(n) * (weight * cls.abs()).sum() + FORMULA * U * loss.abs()
+    own = gamma(n) * (weight * cls.abs()).sum() + FORMULA * u() * loss.abs()
     return own + (weight * dcls).sum() + cls_bound_extra.sum()

@@ -15,10 +15,14 @@ the chance below 2e15 * exp(-60.5) = 1e-11, within the 1e-6 asked of the whole s
 """
 
 import math
+from contextlib import contextmanager
 
+import numpy as np
 import torch
 
-U = 2.0 ** -24
+U = 2.0 ** -24  # float32's unit roundoff: the float32 sides' bounds
+FLOAT64_U = 2.0 ** -53  # float64's: a float64 side's near-ties (parity/sides.py)
+_unit_roundoff = U
 LAMBDA = 11.0
 # An elementwise function (exp, log, sqrt, division) of a correct float32 port is within a few units in the last
 # place: torch's vectorized exp and log are within 1 ulp (SLEEF u10), a libm within 1; ULPS allows a port another
@@ -32,11 +36,37 @@ UNDERFLOW = 2.0 ** -100
 EVALUATION = 2.0 ** -40
 
 
+def finished(bound):
+    """A bound as judged, in place: widened for its own float64 evaluation and for underflow; NaN (from a
+    non-finite input) becomes +inf, not judged there (the non-finite check judges it)."""
+    bound *= 1 + EVALUATION
+    bound += UNDERFLOW
+    bound[np.isnan(bound)] = np.inf
+    return bound
+
+
+def u() -> float:
+    """The unit roundoff the bounds are derived for: float32's, or another's within unit_roundoff()."""
+    return _unit_roundoff
+
+
+@contextmanager
+def unit_roundoff(value: float):
+    """Within: every bound is derived for a format of unit roundoff `value` (the same analysis, another u)."""
+    global _unit_roundoff
+    saved, _unit_roundoff = _unit_roundoff, value
+    try:
+        yield
+    finally:
+        _unit_roundoff = saved
+
+
 def gamma(n: int) -> float:
-    """The bound factor on |computed - exact| / sum|terms| for a float32 sum of n terms (products included)."""
-    n = max(int(n), 1)
-    deterministic = n * U / (1.0 - n * U) if n * U < 1 else math.inf
-    probabilistic = math.expm1(LAMBDA * math.sqrt(n) * U + n * U * U / (1.0 - U))
+    """The bound factor on |computed - exact| / sum|terms| for a sum of n terms (products included), in the format
+    of unit roundoff u()."""
+    n, unit = max(int(n), 1), u()
+    deterministic = n * unit / (1.0 - n * unit) if n * unit < 1 else math.inf
+    probabilistic = math.expm1(LAMBDA * math.sqrt(n) * unit + n * unit * unit / (1.0 - unit))
     return min(deterministic, probabilistic)
 
 
