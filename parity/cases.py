@@ -17,12 +17,11 @@ from reference.loss import LOSS_TAPS
 from reference.step import step_order
 from reference.taps import FORWARD_TAPS
 
-from .compare import compare_sides
+from .case import run_case
 from .facts import scenario_facts
-from .isolated import isolated_results
-from .scenario import load_scenarios
 from .heap import release_memory
-from .sides import native_model_for, reference_model, run_sides
+from .scenario import load_scenarios
+from .sides import reference_model, run_sides
 
 NARROW_SCENARIOS = ["narrow", "empty_image", "many_boxes", "border_tiny_shared", "large_logits", "zero_image"]
 CASES = ([("default", 1), ("small_objects", 2)] + [(name, b) for name in NARROW_SCENARIOS for b in (1, 2, 4)]
@@ -65,18 +64,18 @@ def _case_summary(name: str, batch_size: int) -> dict:
     """Everything the tests read about one case, computed while its traces are at hand: per-tensor results (in
     execution order), scenario facts and parameter-gradient coverage. The traces themselves are not kept: the full
     SSD300 at batch 4 holds several GB of them (four sides, activations and gradients)."""
-    traces = run_sides(scenario_for(name, batch_size))
-    results = {r.name: r for r in compare_sides(traces)}
-    summary = {
-        "results": results,
-        "facts": scenario_facts(traces.scenario, traces.reference, traces.native),
-        "coverage": _coverage(traces),
-        "gradient_coverage": {name: bool(np.any(value)) for name, value in traces.oracle.items()
-                              if name.startswith("grad/")},
-    }
-    traces.drop_native()
-    summary["isolated"] = isolated_results(traces, native_model_for(traces.scenario))
-    del traces
+    summary = {}
+
+    def facts(traces, propagated):
+        summary.update({
+            "results": {r.name: r for r in propagated},
+            "facts": scenario_facts(traces.scenario, traces.reference, traces.native),
+            "coverage": _coverage(traces),
+            "gradient_coverage": {name: bool(np.any(value)) for name, value in traces.oracle.items()
+                                  if name.startswith("grad/")},
+        })
+
+    summary["isolated"] = [r for r in run_case(scenario_for(name, batch_size), inspect=facts) if r.mode == "isolated"]
     release_memory()
     return summary
 

@@ -49,20 +49,17 @@ def _picture_first_divergence(traces, results: list, directory: Path) -> None:
 
 
 def cmd_run(args) -> int:
-    from .compare import compare_sides
-    from .isolated import isolated_results
-    from .sides import native_model_for, run_sides
+    from .case import run_case
 
     console = wide_console()
     results = []
     scenarios = load_scenarios(args.scenario, args.batch_sizes)
+    pictures = lambda traces, propagated: _picture_first_divergence(traces, propagated, Path(args.report).parent / "diff")
     for number, scenario in enumerate(scenarios, 1):
         with console.status(f"[{number}/{len(scenarios)}] running {scenario.id} on every side"):
-            traces = run_sides(scenario)
-            propagated = compare_sides(traces)
-            _picture_first_divergence(traces, propagated, Path(args.report).parent / "diff")
-            traces.drop_native()
-            results += propagated + isolated_results(traces, native_model_for(scenario))
+            case = run_case(scenario, inspect=pictures)
+        propagated = [r for r in case if r.mode == "propagated"]
+        results += case
         console.print(f"[{number}/{len(scenarios)}] {scenario.id}: {sum(not r.passed for r in propagated)} of "
                       f"{len(propagated)} tensors failed")
     return _report(results, Path(args.report), console)
@@ -229,11 +226,16 @@ def cmd_diff(args) -> int:
 def cmd_bench(args) -> int:
     import os
 
-    from .bench import run
+    from dataclasses import replace
 
-    if args.repeats < 1:
-        raise ValueError(f"--repeats must be >= 1, got {args.repeats}")
-    return run(args.repeats, args.threads or os.cpu_count(), Path(args.output), wide_console())
+    from .bench import DEFAULT, FULL, run
+
+    profile = FULL if args.full else DEFAULT
+    if args.repeats is not None:
+        if args.repeats < 1:
+            raise ValueError(f"--repeats must be >= 1, got {args.repeats}")
+        profile = replace(profile, repeats=args.repeats)
+    return run(profile, args.threads or os.cpu_count(), Path(args.output), wide_console())
 
 
 def cmd_matrix(args) -> int:
@@ -294,7 +296,9 @@ def main(argv=None) -> int:
     matrix.add_argument("--generated", type=int, default=60, help="generated scenarios per cell")
     matrix.add_argument("--cells", nargs="*", default=[], help="cell names (default: all of this CPU's)")
     bench = sub.add_parser("bench", help="native against PyTorch: time, GFLOP/s, memory, scaling, harness cost")
-    bench.add_argument("--repeats", type=int, default=5)
+    bench.add_argument("--full", action="store_true",
+                       help="the long bench: batch 1, 2, 4 and 8, every convolution, more rounds (about 27 min)")
+    bench.add_argument("--repeats", type=int, default=None, help="rounds after a warm-up (default: the profile's)")
     bench.add_argument("--threads", type=int, default=0, help="threads for both sides (default: every core)")
     bench.add_argument("--output", default="reports/bench.json")
     args = parser.parse_args(argv)

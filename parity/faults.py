@@ -8,10 +8,9 @@ import math
 
 import ssd_native
 
-from .isolated import parity_results
+from .case import run_case
 from .report import build_report
 from .scenario import load_scenarios
-from .sides import native_model_for, run_sides
 from .train import TrainSettings, run_trajectory
 from .train_report import build_train_report
 
@@ -156,8 +155,7 @@ def check_fault(fault: Fault, batch_size: int | None = None) -> FaultOutcome:
         return _check_trajectory_fault(fault)
     scenario = load_scenarios(fault.scenario, [batch_size or fault.batch_size])[0]
     with injected(fault.name):
-        traces = run_sides(scenario)
-        results = parity_results(traces, native_model_for(scenario))
+        results = run_case(scenario)
     run = build_report(results)["runs"][0]
     hit = run["nonfinite"]["native"][fault.nonfinite] if fault.nonfinite else None
     at = next(r for r in results if r.name == fault.starts_at and r.mode == "propagated")
@@ -180,8 +178,8 @@ def _float64_margin(result) -> float | None:
 
 
 def _check_trajectory_fault(fault: Fault) -> FaultOutcome:
-    """The fault on through a short training trajectory; its first divergence as "step N: name", the margin there
-    the trajectory's own bound's (largest error / bound; the trajectory compares by one bound per tensor)."""
+    """The fault on through a short training trajectory; its first divergence as "step N: name" and the margin
+    there (largest error / bound, element by element, as in a single-step run)."""
     with injected(fault.name):
         trajectory = run_trajectory(TRAJECTORY)
     first = build_train_report(trajectory, require_learning=False)["first_divergence"]
@@ -189,6 +187,6 @@ def _check_trajectory_fault(fault: Fault) -> FaultOutcome:
     margin = None
     if first is not None:
         at = next(r for r in trajectory.steps[first["step"] - 1].results if r.name == first["name"])
-        margin = at.oracle["native_error"] / at.bound["value"] if at.bound.get("value") else None
+        margin = at.bound.get("native_margin")
     return FaultOutcome(fault=fault, detected=first is not None, first_divergence=where, first_isolated=None,
                         first_nonfinite=None, reference_finite_there=False, margin=margin)

@@ -14,7 +14,7 @@ from reference.routing import replayed_relu_pass
 from reference.step import backward_order
 from reference.taps import FORWARD_TAPS, stage_inputs
 
-from .compare import TensorResult, compare_sides, compare_tensor, tensor_kind
+from .compare import TensorResult, compare_tensor, tensor_kind
 from .error_model import U
 from .sides import reference_model_for
 
@@ -126,14 +126,6 @@ def backward_stage_results(traces, native_model) -> list:
     except Exception as error:
         return _raised(backward_order(reference_model), traces, error)
     return [_isolated(name, traces, outputs.get(name), reference) for name in backward_order(reference_model)]
-
-
-def parity_results(traces, native_model) -> list:
-    """The propagated comparison, then the isolated replay: every TensorResult of a run. The native traces are
-    freed in between (SideTraces.drop_native)."""
-    results = compare_sides(traces)
-    traces.drop_native()
-    return results + isolated_results(traces, native_model)
 
 
 def isolated_results(traces, native_model) -> list:

@@ -10,10 +10,9 @@ import os
 
 from hypothesis import HealthCheck, Phase, given, seed, settings, strategies as st
 
+from .case import run_case
 from .explain import explain
-from .isolated import parity_results
 from .scenario import Scenario
-from .sides import native_model_for, run_sides
 
 EXAMPLES = int(os.environ.get("PARITY_GENERATED_EXAMPLES", "3"))
 SEED = int(os.environ.get("PARITY_GENERATED_SEED", "0"))
@@ -39,8 +38,7 @@ def generated_scenarios(draw) -> Scenario:
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(scenario=generated_scenarios())
 def test_generated_scenario_passes_everywhere(scenario, record):
-    traces = run_sides(scenario)
-    results = parity_results(traces, native_model_for(scenario))
+    results = run_case(scenario)
     for result in results:
         record(result)
     failed = [r for r in results if not r.passed]
