@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .machine import has_avx512 as _cpu_has_avx512
+
 REPORTS = Path("reports/matrix")
 DEFAULT_SELECTION = "not ssd300 and not default"
 
@@ -29,13 +31,6 @@ class Cell:
     @property
     def name(self) -> str:
         return f"ref-{self.reference}.native-{self.native}.threads-{self.threads}"
-
-
-def _cpu_has_avx512() -> bool:
-    try:
-        return "avx512f" in Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
 
 
 def cells() -> list:
