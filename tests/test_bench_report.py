@@ -7,8 +7,10 @@ import io
 
 from rich.console import Console
 
-from parity.bench import (Timing, per_image_round_ratios, print_result, round_ratios, targets, timed_pair_result,
-                          timed_steps)
+from dataclasses import replace
+
+from parity.bench import (DEFAULT, FULL, Timing, per_image_round_ratios, print_result, round_ratios, targets,
+                          timed_pair_result, timed_steps)
 
 
 def pair(native: list, torch_side: list) -> dict:
@@ -37,6 +39,7 @@ def made_up_result() -> dict:
     memory = {side: {"peak_rss_mb": 900.0, "step_peak_increase_mb": mb} for side, mb in (("native", 690.0),
                                                                                           ("torch", 790.0))}
     result = {
+        "profile": {"name": "full", "images_per_call": 8}, "bench_minutes": 27.0,
         "sgemm": {"gflops": 150.0}, "layers": [], "memory_B4": memory, "step": step,
         "forward_B1": timed_pair_result(pair([0.55, 0.50, 0.40], [0.50, 0.45, 0.50])),
         "per_image": {b: {side: step[b][side]["min_s"] / int(b[1:]) for side in ("native", "torch")} for b in step},
@@ -99,7 +102,7 @@ def test_every_timed_step_call_trains_on_the_same_number_of_images_and_is_report
     clock = [0.0]
     monkeypatch.setattr("parity.bench.time.perf_counter", lambda: clock[0])
     sides = CountingSides(clock)
-    steps, control = timed_steps(sides, repeats=2)
+    steps, control = timed_steps(sides, replace(FULL, repeats=2))
     # A warm-up and two rounds: batch 1 runs 8 steps per call plus the control's one, batch 8 one step per call.
     assert sides.calls[("native", 1)] == 3 * (8 + 1) and sides.calls[("torch", 8)] == 3
     for batch_size, pair in steps.items():
@@ -107,3 +110,15 @@ def test_every_timed_step_call_trains_on_the_same_number_of_images_and_is_report
     assert control["torch"].times_s == [1.0, 1.0]
     assert per_image_round_ratios({f"B{b}": {s: {"times_s": t.times_s} for s, t in p.items()}
                                    for b, p in steps.items()}, "native")["median"] == 1.0
+
+
+def test_the_default_bench_times_batch_1_and_4_on_four_images_a_call(monkeypatch):
+    clock = [0.0]
+    monkeypatch.setattr("parity.bench.time.perf_counter", lambda: clock[0])
+    sides = CountingSides(clock)
+    steps, _ = timed_steps(sides, DEFAULT)
+    rounds = DEFAULT.repeats + 1  # and a warm-up
+    assert set(steps) == {1, 4}
+    assert sides.calls[("native", 1)] == rounds * (4 + 1) and sides.calls[("torch", 4)] == rounds
+    step = {f"B{b}": {s: {"times_s": t.times_s} for s, t in p.items()} for b, p in steps.items()}
+    assert per_image_round_ratios(step, "native")["median"] == 1.0  # B4 per image over B1, one second each
