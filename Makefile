@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 DEPS_STAMP := $(VENV)/.deps-installed
 NATIVE_STAMP := $(VENV)/.native-built
-NATIVE_SOURCES := $(wildcard native/*.h native/*.cpp parity/kernels/*.h parity/kernels/*.cpp) native/CMakeLists.txt native/native_build.cmake \
+NATIVE_SOURCES := $(wildcard native/*.h native/*.cpp native/*/*.h native/*/*.cpp parity/kernels/*.h parity/kernels/*.cpp) native/CMakeLists.txt native/native_build.cmake \
 	parity/kernels/CMakeLists.txt CMakeLists.txt pyproject.toml
 # Needed in the venv because the editable build runs without isolation (so incremental rebuilds stay fast).
 BUILD_DEPS := "scikit-build-core>=0.10" "pybind11>=2.12" "scipy-openblas32>=0.3.28" cmake ninja

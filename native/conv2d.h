@@ -303,14 +303,15 @@ void flip_weights(T* flipped, const T* weight, const ConvGeometry& g) {
 }
 
 // dout (B,OC,OH,OW), inp (B,C,H,W), weight (OC,C,KH,KW) -> grad_inp (B,C,H,W) +=, grad_weight (OC,C,KH,KW) +=,
-// grad_bias (OC) +=, images added in batch order. grad_inp may be null (the network input needs no gradient).
+// grad_bias (OC) +=, images added in batch order. grad_inp may be null (the network input needs no gradient), and
+// grad_bias (a convolution without bias, followed by BatchNorm).
 template <typename T>
 void conv2d_backward(T* grad_inp, T* grad_weight, T* grad_bias, const T* dout, const T* inp, int batch,
                      const T* weight, const ConvGeometry& g, ConvBackwardScratch<T>& scratch) {
   const int pixels = g.OH() * g.OW(), K = g.patch();
   const int64_t in_size = int64_t(g.C) * g.H * g.W, out_size = int64_t(g.OC) * pixels;
 #pragma omp parallel for schedule(static)
-  for (int oc = 0; oc < g.OC; ++oc)
+  for (int oc = 0; oc < (grad_bias ? g.OC : 0); ++oc)
     for (int n = 0; n < batch; ++n) {
       const T* row = dout + n * out_size + int64_t(oc) * pixels;
       T acc = 0;
