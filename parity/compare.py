@@ -25,9 +25,9 @@ def tensor_kind(name: str) -> str:
         return "param_grad"
     if name.startswith("grad/"):
         return "gradient"
-    if name.startswith(("match.", "mining.")):
+    if name.startswith(("match.", "mining.")) or name.endswith("num_batches_tracked"):
         return "index"
-    if name in ("loss.loc", "loss.conf", "loss.total"):
+    if name in ("loss.loc", "loss.conf", "loss.total", "loss"):
         return "scalar"
     if name == "priors":
         return "priors"

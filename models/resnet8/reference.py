@@ -80,8 +80,9 @@ def build_reference(seed: int, dtype: torch.dtype = torch.float32) -> ResNet8:
 
 
 def state_dict_arrays(model: ResNet8) -> dict:
-    """state_dict key -> contiguous numpy array (what the native model is built from)."""
-    return {k: np.ascontiguousarray(v.detach().cpu().numpy()) for k, v in model.state_dict().items()}
+    """state_dict key -> a numpy copy (what the native model is built from; a copy, so that it still holds the
+    weights a step started from after the step has updated the model's)."""
+    return {k: v.detach().cpu().numpy().copy() for k, v in model.state_dict().items()}
 
 
 def forward_taps(model: ResNet8, images: torch.Tensor) -> "OrderedDict[str, torch.Tensor]":

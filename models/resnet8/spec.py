@@ -1,0 +1,64 @@
+"""ResNet-8's stages as the harness reads them: each forward tap with its kind, the taps it reads and the module
+whose parameters it uses, in execution order (the data-flow graph the bounds follow); which stages read each tap
+(what its gradient is summed from); and what an index of each tensor means."""
+
+from dataclasses import dataclass
+
+from .reference import WIDTHS
+
+
+@dataclass(frozen=True)
+class Stage:
+    tap: str
+    kind: str  # "conv", "batchnorm", "relu", "add", "avgpool" or "linear"
+    inputs: tuple  # the taps it reads ("input": the image batch)
+    module: str | None = None  # the module path of its parameters (its state_dict prefix)
+
+
+def build_stages() -> dict:
+    """tap -> Stage, in execution order (models/resnet8/reference.py forward_taps, native/resnet8/resnet8_model.h)."""
+    stages = [Stage("conv1", "conv", ("input",), "conv1"), Stage("bn1", "batchnorm", ("conv1",), "bn1"),
+              Stage("relu", "relu", ("bn1",))]
+    x, channels = "relu", WIDTHS[0]
+    for number, width in enumerate(WIDTHS, 1):
+        p = f"layer{number}.0"
+        stages += [Stage(f"{p}.conv1", "conv", (x,), f"{p}.conv1"),
+                   Stage(f"{p}.bn1", "batchnorm", (f"{p}.conv1",), f"{p}.bn1"),
+                   Stage(f"{p}.relu1", "relu", (f"{p}.bn1",)),
+                   Stage(f"{p}.conv2", "conv", (f"{p}.relu1",), f"{p}.conv2"),
+                   Stage(f"{p}.bn2", "batchnorm", (f"{p}.conv2",), f"{p}.bn2")]
+        identity = x
+        if width != channels:
+            stages += [Stage(f"{p}.downsample.0", "conv", (x,), f"{p}.downsample.0"),
+                       Stage(f"{p}.downsample.1", "batchnorm", (f"{p}.downsample.0",), f"{p}.downsample.1")]
+            identity = f"{p}.downsample.1"
+        stages += [Stage(f"{p}.add", "add", (f"{p}.bn2", identity)), Stage(f"{p}.out", "relu", (f"{p}.add",))]
+        x, channels = f"{p}.out", width
+    stages += [Stage("avgpool", "avgpool", (x,)), Stage("fc", "linear", ("avgpool",), "fc")]
+    return {stage.tap: stage for stage in stages}
+
+
+STAGES = build_stages()
+FORWARD_TAPS = list(STAGES)
+
+
+def consumers(stages: dict = STAGES) -> dict:
+    """tap -> the stages that read it, in execution order."""
+    readers = {tap: [] for tap in stages}
+    for stage in stages.values():
+        for tap in stage.inputs:
+            if tap != "input":
+                readers[tap].append(stage)
+    return readers
+
+
+def index_meaning(name: str, shape: tuple) -> tuple:
+    """The names of a tensor's dimensions: a feature map's (image, channel, y, x), the classifier's (image, class),
+    a parameter's by its own shape."""
+    if name.startswith(("param", "momentum/", "buffer/")):
+        return ("output", "input", "ky", "kx")[:len(shape)] if len(shape) > 1 else ("channel",)[:len(shape)]
+    if len(shape) == 4:
+        return ("image", "channel", "y", "x")
+    if len(shape) == 2:
+        return ("image", "feature" if name.endswith("avgpool") else "class")
+    return ()
