@@ -13,6 +13,7 @@ NATIVE_SOURCES := $(wildcard native/*.h native/*.cpp native/*/*.h native/*/*.cpp
 BUILD_DEPS := "scikit-build-core>=0.10" "pybind11>=2.12" "scipy-openblas32>=0.3.28" cmake ninja
 
 SCENARIO ?= default
+MODEL ?= ssd300
 STEPS ?= 16
 LAYER ?= conf_head
 PYTEST_ARGS ?=
@@ -40,7 +41,7 @@ test: install
 	$(PY) -m pytest tests parity --junitxml=reports/junit.xml $(if $(MEMORY_BUDGET_GB),--memory-budget-gb $(MEMORY_BUDGET_GB)) $(PYTEST_ARGS)
 
 parity: install
-	$(PY) -m parity run --scenario $(SCENARIO)
+	$(PY) -m parity run --model $(MODEL) --scenario $(SCENARIO)
 
 diff: install
 	$(PY) -m parity diff $(LAYER) --scenario $(SCENARIO)

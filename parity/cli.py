@@ -48,16 +48,26 @@ def _picture_first_divergence(traces, results: list, directory: Path) -> None:
                       first.bound.get("value"), directory)
 
 
-def cmd_run(args) -> int:
+def _case_runner(args):
+    """-> (scenarios, run one case) of the model asked for."""
+    if args.model == "resnet8":
+        from models.resnet8.scenarios import load_scenarios as resnet8_scenarios
+        from models.resnet8.sides import run_case as resnet8_case
+
+        return resnet8_scenarios(args.scenario, args.batch_sizes), resnet8_case
     from .case import run_case
 
+    pictures = lambda traces, propagated: _picture_first_divergence(traces, propagated, Path(args.report).parent / "diff")
+    return load_scenarios(args.scenario, args.batch_sizes), lambda scenario: run_case(scenario, inspect=pictures)
+
+
+def cmd_run(args) -> int:
     console = wide_console()
     results = []
-    scenarios = load_scenarios(args.scenario, args.batch_sizes)
-    pictures = lambda traces, propagated: _picture_first_divergence(traces, propagated, Path(args.report).parent / "diff")
+    scenarios, run_case = _case_runner(args)
     for number, scenario in enumerate(scenarios, 1):
         with console.status(f"[{number}/{len(scenarios)}] running {scenario.id} on every side"):
-            case = run_case(scenario, inspect=pictures)
+            case = run_case(scenario)
         propagated = [r for r in case if r.mode == "propagated"]
         results += case
         console.print(f"[{number}/{len(scenarios)}] {scenario.id}: {sum(not r.passed for r in propagated)} of "
@@ -256,6 +266,8 @@ def main(argv=None) -> int:
         p.add_argument("--batch-sizes", type=_batch_sizes, default=None, help="e.g. 1,2,4 (default: the fixture's)")
         if name == "run":
             p.add_argument("--report", default=str(DEFAULT_REPORT), help="JSON report path")
+            p.add_argument("--model", choices=("ssd300", "resnet8"), default="ssd300",
+                           help="the model compared (resnet8: --scenario random|offset|zero_image, default all)")
         else:
             p.add_argument("layer", help="a tap name, e.g. conf_head")
             p.add_argument("--native-dump", default=None,

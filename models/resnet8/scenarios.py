@@ -51,3 +51,9 @@ class Scenario:
 
 def all_scenarios() -> list:
     return [Scenario(kind, b) for kind in KINDS for b in BATCH_SIZES]
+
+
+def load_scenarios(name: str, batch_sizes: list | None = None) -> list:
+    """A kind ("default": every kind) at the given batch sizes (default: 1, 2 and 8)."""
+    kinds = KINDS if name == "default" else (name,)
+    return [Scenario(kind, b) for kind in kinds for b in (batch_sizes or BATCH_SIZES)]
