@@ -40,7 +40,7 @@ inline std::atomic<bool>& conv3x3_kernel_on() {
 }
 
 // Only the input channels decide, not the output channels: a source's loc and conf head convs, computed as one
-// convolution (ssd_model_impl.h), must take the same kernel as each of them on its own. Below 8 input channels
+// convolution (ssd300/ssd_model_impl.h), must take the same kernel as each of them on its own. Below 8 input channels
 // (the first layer's 3) the GEMM stays: there this kernel took 1.8x its time.
 inline bool conv3x3_applies(const ConvGeometry& g) {
   return conv3x3_kernel_on().load(std::memory_order_relaxed) && g.KH == 3 && g.KW == 3 && g.stride == 1 &&

@@ -1,10 +1,10 @@
 // A port that is not a Python module: reads a scenario's inputs with parity_dump.h, runs this project's native
-// SSD300 through its C++ API (native/ssd_model.h), and writes a full step dump: forward taps, loss tensors,
+// SSD300 through its C++ API (native/ssd300/ssd_model.h), and writes a full step dump: forward taps, loss tensors,
 // indices, every tap gradient and every parameter gradient. `make example-port` builds and runs it on the
 // narrow scenario and compares the dump.
 //
 //   ssd_port INPUTS_DIR DUMP_DIR [STAGES_DIR]   (DUMP_DIR must exist)
-//   SSD_PORT_FAULT=<name> ssd_port ...           one of the catalogued faults (native/faults.h) switched on
+//   SSD_PORT_FAULT=<name> ssd_port ...           one of the catalogued faults (native/ssd300/faults.h) switched on
 // With STAGES_DIR (python -m parity stage-inputs), every stage is also computed alone from the reference's inputs
 // to it (STAGES_DIR/stages.txt) and written as isolated/<name>: the harness then gives the isolated verdicts.
 #define PARITY_DUMP_IMPLEMENTATION
@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "ssd_model.h"
+#include "ssd300/ssd_model.h"
 
 namespace {
 
@@ -131,7 +131,7 @@ void isolated_stages(pd_writer& w, const char* dir, ssd::Model<float>& model, co
 void switch_fault_on(const char* name) {
   for (size_t i = 0; i < ssd::kFaultNames.size(); ++i)
     if (std::strcmp(ssd::kFaultNames[i], name) == 0) return ssd::g_active_faults.store(1u << i), void();
-  std::fprintf(stderr, "SSD_PORT_FAULT: unknown fault '%s' (native/faults.h)\n", name), std::exit(2);
+  std::fprintf(stderr, "SSD_PORT_FAULT: unknown fault '%s' (native/ssd300/faults.h)\n", name), std::exit(2);
 }
 
 }  // namespace
