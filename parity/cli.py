@@ -48,13 +48,19 @@ def _picture_first_divergence(traces, results: list, directory: Path) -> None:
                       first.bound.get("value"), directory)
 
 
+def _packaged_models() -> list:
+    """The models with a package under models/ (each one's __init__ gives load_scenarios and run_case)."""
+    root = Path(__file__).resolve().parent.parent / "models"
+    return sorted(p.name for p in root.iterdir() if (p / "__init__.py").exists())
+
+
 def _case_runner(args):
     """-> (scenarios, run one case) of the model asked for."""
-    if args.model == "resnet8":
-        from models.resnet8.scenarios import load_scenarios as resnet8_scenarios
-        from models.resnet8.sides import run_case as resnet8_case
+    if args.model != "ssd300":  # a model under models/: its package gives its scenarios and its case
+        import importlib
 
-        return resnet8_scenarios(args.scenario, args.batch_sizes), resnet8_case
+        model = importlib.import_module(f"models.{args.model}")
+        return model.load_scenarios(args.scenario, args.batch_sizes), model.run_case
     from .case import run_case
 
     pictures = lambda traces, propagated: _picture_first_divergence(traces, propagated, Path(args.report).parent / "diff")
@@ -266,7 +272,7 @@ def main(argv=None) -> int:
         p.add_argument("--batch-sizes", type=_batch_sizes, default=None, help="e.g. 1,2,4 (default: the fixture's)")
         if name == "run":
             p.add_argument("--report", default=str(DEFAULT_REPORT), help="JSON report path")
-            p.add_argument("--model", choices=("ssd300", "resnet8"), default="ssd300",
+            p.add_argument("--model", choices=("ssd300", *_packaged_models()), default="ssd300",
                            help="the model compared (resnet8: --scenario random|offset|zero_image, default all)")
         else:
             p.add_argument("layer", help="a tap name, e.g. conf_head")
