@@ -59,10 +59,12 @@ golden: install
 	$(PY) -m parity golden
 
 # The native module built with AddressSanitizer + UndefinedBehaviorSanitizer (+ _GLIBCXX_ASSERTIONS), run under the
-# fuzz tests, the bad-input, guard and golden tests and every narrow parity case (measured: 10.4 minutes alone, 37 while the
+# fuzz tests, the bad-input, guard and golden tests, every narrow parity case and ResNet-8 (its module sanitized too;
+# without ResNet-8, measured: 10.4 minutes alone, 37 while the
 # machine also ran another sweep; ASAN_CASES="narrow-B1 or two_steps" for batch 1 and the two-step case: 7.5 minutes
 # alone); any sanitizer report stops the run.
 ASAN_BUILD := build/asan
+EXT_SUFFIX = $(shell $(PY) -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
 ASAN_CASES ?= narrow
 asan: install
 	$(VENV)/bin/cmake -S native -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSSD_SANITIZE=ON \
@@ -70,9 +72,10 @@ asan: install
 	$(VENV)/bin/cmake --build $(ASAN_BUILD)
 	ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libstdc++.so)" \
-		$(PY) -m parity.sanitized $(ASAN_BUILD)/ssd_native$$($(PY) -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))") \
-		tests/test_fuzz_native.py tests/test_bad_input.py tests/test_scratch_guards.py tests/test_golden.py parity \
-		-k "($(ASAN_CASES)) and not ssd300 and not default and not generated and not somewhere or test_fuzz or test_bad or test_scratch or test_golden" \
+		$(PY) -m parity.sanitized $(foreach m,ssd_native resnet8_native,$(ASAN_BUILD)/$(m)$(EXT_SUFFIX)) \
+		tests/test_fuzz_native.py tests/test_bad_input.py tests/test_resnet8_bad_input.py tests/test_scratch_guards.py \
+		tests/test_golden.py parity \
+		-k "($(ASAN_CASES)) and not ssd300 and not default and not generated and not somewhere or test_fuzz or test_bad or test_scratch or test_golden or resnet8" \
 		-p no:cacheprovider --parity-report reports/asan-report.json
 
 # The example port (examples/c_port): a C++ program on the native C++ API and native/include/parity_dump.h reads the
