@@ -4,6 +4,8 @@ whose parameters it uses, in execution order (the data-flow graph the bounds fol
 
 from dataclasses import dataclass
 
+from parity.error_model.graph import consumers as graph_consumers
+
 from .reference import WIDTHS
 
 
@@ -43,13 +45,8 @@ FORWARD_TAPS = list(STAGES)
 
 
 def consumers(stages: dict = STAGES) -> dict:
-    """tap -> the stages that read it, in execution order."""
-    readers = {tap: [] for tap in stages}
-    for stage in stages.values():
-        for tap in stage.inputs:
-            if tap != "input":
-                readers[tap].append(stage)
-    return readers
+    """tap -> the stages that read it, in execution order (the core's graph walk, on this model's stages)."""
+    return graph_consumers(stages)
 
 
 def index_meaning(name: str, shape: tuple) -> tuple:

@@ -10,6 +10,7 @@
 
 #include "array_checks.h"
 #include "kernel_environment.h"
+#include "module_switches.h"
 #include "resnet8/resnet8_model.h"
 
 namespace py = pybind11;
@@ -95,20 +96,6 @@ void bind_model(py::module_& m, const char* name) {
       .def("state_dict", &state_dict<T>, "The current parameters and buffers, by state_dict key.");
 }
 
-void set_faults(const std::vector<std::string>& names) {
-  uint32_t mask = 0;
-  for (const auto& name : names) {
-    const auto* found = std::find(kFaultNames.begin(), kFaultNames.end(), name);
-    if (found == kFaultNames.end()) {
-      std::string known;
-      for (const char* n : kFaultNames) known += std::string(known.empty() ? "" : ", ") + n;
-      throw std::invalid_argument("unknown fault '" + name + "'; known faults: " + known);
-    }
-    mask |= 1u << (found - kFaultNames.begin());
-  }
-  g_active_faults.store(mask);
-}
-
 }  // namespace
 
 PYBIND11_MODULE(resnet8_native, m) {
@@ -117,18 +104,6 @@ PYBIND11_MODULE(resnet8_native, m) {
   apply_kernel_environment();
   bind_model<float>(m, "ModelFloat32");
   bind_model<double>(m, "ModelFloat64");
-  m.def("set_num_threads", [](int n) {
-    if (n < 1) throw std::invalid_argument("set_num_threads needs n >= 1, got " + std::to_string(n));
-    omp_set_num_threads(n);
-  }, py::arg("n"), "Threads of the native kernels (OpenMP); results do not depend on it.");
-  m.def("fault_names", [] { return std::vector<std::string>(kFaultNames.begin(), kFaultNames.end()); },
-        "Every fault switch (a known BatchNorm porting bug), in catalogue order.");
-  m.def("set_faults", &set_faults, py::arg("names"),
-        "Switch on exactly the named faults (an empty list switches all off); process-wide.");
-  m.def("active_faults", [] {
-    std::vector<std::string> names;
-    for (int i = 0; i < int(Fault::Count); ++i)
-      if (fault_on(Fault(i))) names.push_back(kFaultNames[i]);
-    return names;
-  });
+  bind_thread_count(m);
+  bind_fault_switches(m, kFaultNames, g_active_faults, "a known BatchNorm porting bug");
 }

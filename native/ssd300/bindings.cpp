@@ -12,6 +12,7 @@
 #include "bindings_instrumentation.h"
 #include "bindings_test_kernels.h"
 #include "kernel_environment.h"
+#include "module_switches.h"
 
 namespace py = pybind11;
 using namespace ssd;
@@ -140,11 +141,7 @@ PYBIND11_MODULE(ssd_native, m) {
   apply_kernel_environment();
   bind_model<float>(m, "ModelFloat32");
   bind_model<double>(m, "ModelFloat64");
-  m.def("set_num_threads", [](int n) {
-    if (n < 1) throw std::invalid_argument("set_num_threads needs n >= 1, got " + std::to_string(n));
-    omp_set_num_threads(n);
-  }, py::arg("n"), "Threads of the native kernels (OpenMP); results do not depend on it.");
-  m.def("get_num_threads", [] { return omp_get_max_threads(); });
+  bind_thread_count(m);
   bind_harness_switches(m);
   bind_test_kernels(m);
 }

@@ -10,6 +10,7 @@
 
 #include "bindings_common.h"
 #include "kernel_environment.h"
+#include "module_switches.h"
 
 namespace ssd::bindings {
 
@@ -122,20 +123,6 @@ inline void guarded_scratch_probe(int64_t size, int64_t write_begin, int64_t wri
   scratch.check("guarded_scratch_probe");
 }
 
-inline void set_faults(const std::vector<std::string>& names) {
-  uint32_t mask = 0;
-  for (const auto& name : names) {
-    const auto* found = std::find(kFaultNames.begin(), kFaultNames.end(), name);
-    if (found == kFaultNames.end()) {
-      std::string known;
-      for (const char* n : kFaultNames) known += std::string(known.empty() ? "" : ", ") + n;
-      throw std::invalid_argument("unknown fault '" + name + "'; known faults: " + known);
-    }
-    mask |= 1u << (found - kFaultNames.begin());
-  }
-  g_active_faults.store(mask);
-}
-
 inline void bind_harness_switches(py::module_& m) {
   m.def("gemm_kernels", [] {
     return cpu_has_avx512() ? std::vector<std::string>{"avx2", "avx512"} : std::vector<std::string>{"avx2"};
@@ -159,16 +146,7 @@ inline void bind_harness_switches(py::module_& m) {
   m.def("set_conv3x3_kernel", [](bool on) { conv3x3_kernel_on() = on; }, py::arg("on"),
         "Run those convolutions on the 3x3 kernels (True, the default) or on the im2col GEMM, which rounds "
         "differently (within the same tolerances).");
-  m.def("fault_names", [] { return std::vector<std::string>(kFaultNames.begin(), kFaultNames.end()); },
-        "Every fault switch (a known porting bug the native model can reproduce), in catalogue order.");
-  m.def("set_faults", &set_faults, py::arg("names"),
-        "Switch on exactly the named faults (an empty list switches all off); process-wide.");
-  m.def("active_faults", [] {
-    std::vector<std::string> names;
-    for (int i = 0; i < int(Fault::Count); ++i)
-      if (fault_on(Fault(i))) names.push_back(kFaultNames[i]);
-    return names;
-  });
+  bind_fault_switches(m, kFaultNames, g_active_faults, "a known porting bug the native model can reproduce");
 }
 
 inline void bind_test_kernels(py::module_& m) {
