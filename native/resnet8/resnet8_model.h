@@ -147,6 +147,12 @@ class Model {
     require_shape("state_dict['" + key + "']", it->second.shape, shape);
   }
 
+  // A block's last ReLU (its tap "<layer>.0.out"), which ResidualAfterRelu moves before the add
+  static bool is_block_output(const Stage& s) {
+    const std::string suffix = ".out";
+    return s.tap.size() > suffix.size() && s.tap.compare(s.tap.size() - suffix.size(), suffix.size(), suffix) == 0;
+  }
+
   static bool is_parameter(const std::string& key) {
     return key.find("running_") == std::string::npos;
   }
@@ -178,8 +184,7 @@ class Model {
         return batchnorm_forward(s, x);
       case StageKind::Relu: {
         // ResidualAfterRelu: the ReLU moved before the add (applied to bn2 there), none after it
-        if (fault_on(Fault::ResidualAfterRelu) && s.tap.size() > 4 && s.tap.compare(s.tap.size() - 4, 4, ".out") == 0)
-          return x;
+        if (fault_on(Fault::ResidualAfterRelu) && is_block_output(s)) return x;
         Tensor<T> out(x.shape, Uninitialized{});
         for (int64_t i = 0; i < x.numel(); ++i) out.data[i] = x.data[i] > T(0) ? x.data[i] : T(0);
         return out;
@@ -277,8 +282,7 @@ class Model {
       case StageKind::Relu: {
         const Tensor<T>& out = taps.at(s.tap);
         Tensor<T>& dx = grads.at(in);
-        const bool passes_all = fault_on(Fault::ResidualAfterRelu) && s.tap.size() > 4 &&
-                                s.tap.compare(s.tap.size() - 4, 4, ".out") == 0;
+        const bool passes_all = fault_on(Fault::ResidualAfterRelu) && is_block_output(s);
         for (int64_t i = 0; i < out.numel(); ++i)
           if (passes_all || out.data[i] > T(0)) dx.data[i] += dout.data[i];
         return;
