@@ -17,7 +17,7 @@ import random
 import pytest
 from hypothesis import settings
 
-from parity.heap import release_memory, reuse_freed_memory
+from parity.core.heap import release_memory, reuse_freed_memory
 from parity.memory_peak import TreePeak
 
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
@@ -56,7 +56,7 @@ def pytest_runtest_logstart(nodeid, location):
 @pytest.hookimpl(trylast=True)  # after pytest's own teardown, so module fixtures have let their data go
 def pytest_runtest_teardown(item, nextitem):
     """At the end of each test module, let go of what it cached (its functools caches, the float32 models) and hand
-    the heap's freed memory back: a parity run keeps it for its next allocation (parity/heap.py), and a module's
+    the heap's freed memory back: a parity run keeps it for its next allocation (parity/core/heap.py), and a module's
     largest case would otherwise set the resident floor of every module after it (measured: make test's process
     at 4.8 GB between cases of a few hundred MB; make test's peak 9.2 GB in the full-SSD300 trajectory, 4.7 GB
     alone, with 2.3 GB of cached SSD300 models beside it)."""

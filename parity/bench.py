@@ -4,7 +4,7 @@ Every time is kept for each of repeated runs after a warm-up run, the two sides'
 steps of every batch size in the same rounds), and every verdict is a ratio between numbers measured in this run,
 never an absolute time: these machines are shared and noisy. A time verdict is the median of the rounds' own ratios
 (one call of each per round), printed with their range and the ratio of minima (targets() says why the median).
-The process keeps freed memory for the next allocation (parity/heap.py, as in every harness run), so no warm step
+The process keeps freed memory for the next allocation (parity/core/heap.py, as in every harness run), so no warm step
 pays the kernel to fault its pages in again: the page faults of every timed call are recorded beside its time to
 show it.
 
@@ -304,13 +304,13 @@ def harness_overhead(rounds: int) -> dict:
     """The whole parity run of SSD300 at batch 4 against the bare steps of the four sides it compares, like for
     like: the first parity run against the bare steps' first calls, then `rounds` rounds that each time one bare
     step of every side and one parity run, the minimum parity run against the sum of the sides' minimum steps.
-    A first run in a process pays for faulting in its memory (2.7 s per GB on this project's VMs, parity/heap.py),
+    A first run in a process pays for faulting in its memory (2.7 s per GB on this project's VMs, parity/core/heap.py),
     and the parity run holds several GB more than a bare step; the verdict takes the larger ratio. Rounds alternate
     the two so that both sample the same stretch of a shared machine's load: a single parity run against the
     minimum of the steps measured minutes earlier read 1.30 and 1.59 in two benches of the same code.
     Like for like, too: the bare steps' models are built before their first calls are timed, so the parity run's
     four models are built before its first run (the build is reported, not held to either side)."""
-    from .heap import release_memory
+    from .core.heap import release_memory
 
     models_s = _seconds(_parity_models)
     sides = [Sides(dtype) for dtype in (np.float32, np.float64)]
@@ -353,7 +353,7 @@ def _parity_models() -> None:
 def _parity_run() -> None:
     """Every side of the default scenario at batch 4 with all taps, every comparison, the report."""
     from .case import run_case
-    from .report import build_report, write_report
+    from .core.report import build_report, write_report
 
     results = run_case(Sides.scenario(4))
     with tempfile.TemporaryDirectory() as directory:

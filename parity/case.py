@@ -1,9 +1,25 @@
-"""One case end to end, the pipeline every caller runs: the scenario on every side (parity/sides.py), the
-propagated comparison (parity/compare.py), then every stage replayed in isolation (parity/isolated.py)."""
+"""One SSD300 case end to end, the pipeline every caller runs: the scenario on every side (parity/sides.py), the
+propagated comparison (parity/core/compare.py, under SSD300's rules and error model), then every stage replayed in
+isolation (parity/isolated.py)."""
 
-from .compare import compare_sides
+from models.ssd300.error_model import error_model_for
+from models.ssd300.rules import RULES
+
+from .core.compare import compare_traces, strict_checks
 from .isolated import isolated_results
 from .sides import native_model_for, run_sides
+
+
+def compare_sides(traces) -> list:
+    """compare_traces on a parity.sides.SideTraces, the strict checks first: the float64 native trace is freed
+    before the float32 sides are judged (SideTraces.drop_native64)."""
+    s = traces.scenario
+    strict = strict_checks(RULES, traces.native64, traces.strict_oracle) if traces.native64 is not None else None
+    traces.drop_native64()  # the strict checks were its last reader
+    kept = traces.reference_bounds = {}
+    return compare_traces(RULES, s.id, s.batch_size, traces.native, traces.reference, traces.oracle,
+                          routing_ties=traces.routing_ties, error_model=error_model_for(traces), kept_bounds=kept,
+                          strict=strict)
 
 
 def run_case(scenario, inspect=None) -> list:

@@ -19,7 +19,7 @@ from reference.taps import FORWARD_TAPS
 
 from .case import run_case
 from .facts import scenario_facts
-from .heap import release_memory
+from .core.heap import release_memory
 from .scenario import load_scenarios
 from .sides import reference_model, run_sides
 
@@ -155,7 +155,7 @@ def case_params() -> list:
 
 def judge(scenario_name: str, batch_size: int, tensor: str, record) -> None:
     """Record one tensor's result in the report and assert it passed, explaining it if not."""
-    from .explain import explain
+    from .core.explain import explain
 
     results = results_for(scenario_name, batch_size)
     assert tensor in results, f"{tensor!r} was not produced; produced: {sorted(results)}"

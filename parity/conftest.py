@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from .console import wide_console
-from .compare import TensorResult
-from .report import DEFAULT_REPORT, build_report, print_summary, write_report
+from .core.compare import TensorResult
+from .core.report import DEFAULT_REPORT, build_report, print_summary, write_report
 
 _collected = []
 

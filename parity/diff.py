@@ -7,10 +7,10 @@ from rich.console import Console
 from rich.table import Table
 
 from .cases import tensor_names
-from .compare import compare_sides
+from .case import compare_sides
 from .console import wide_console
 from .diff_plots import error_array, save_pictures, text_histogram
-from .layout import format_meaning
+from .core.rules import format_meaning
 from .scenario import load_scenarios
 from .sides import run_sides
 
@@ -113,7 +113,7 @@ def diff_layer(layer: str, scenario_name: str, batch_sizes: list | None, console
         result.port_name = port_name or ""
         failed |= not result.passed
         console.print(_metrics_table(result))
-        yardstick = traces.reference if result.kind in ("index", "priors") else traces.oracle
+        yardstick = traces.reference if result.kind in ("index", "exact") else traces.oracle
         error = error_array(traces.native[layer], yardstick[layer])
         console.print(f"errors per decade (bound {result.bound.get('value', 0):.3g}):\n" + text_histogram(error, result.bound.get("value")))
         for path in save_pictures(layer, scenario.id, error, result.bound.get("value"), picture_dir):

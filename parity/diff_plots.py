@@ -7,7 +7,8 @@ import numpy as np
 
 from reference.configs import ANCHORS_PER_LOCATION, SOURCE_SIZES
 
-from .layout import SOURCE_OFFSETS
+from models.ssd300.layout import SOURCE_OFFSETS
+from parity.core.html_report import picture_stem
 
 MAX_CHANNELS = 16
 
@@ -69,11 +70,6 @@ def text_histogram(error: np.ndarray, bound: float | None, width: int = 40) -> s
     if infinite:
         lines.append(f"{'non-finite':>16} {infinite:>10}")
     return "\n".join(lines)
-
-
-def picture_stem(name: str, case: str) -> str:
-    """File name prefix of one tensor's pictures; the HTML report links pictures found under it."""
-    return f"{name.replace('/', '_')}-{case}"
 
 
 def save_pictures(name: str, case: str, error: np.ndarray, bound: float | None, directory: Path) -> list:

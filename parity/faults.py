@@ -9,7 +9,7 @@ import math
 import ssd_native
 
 from .case import run_case
-from .report import build_report
+from .core.report import build_report
 from .scenario import load_scenarios
 from .train import TrainSettings, run_trajectory
 from .train_report import build_train_report

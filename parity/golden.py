@@ -24,7 +24,9 @@ from pathlib import Path
 import numpy as np
 from safetensors.numpy import load_file, save_file
 
-from .index_compare import compare_exact, compare_negatives
+from models.ssd300.rules import RULES
+
+from .core.index_compare import compare_exact, compare_selection
 from .scenario import load_scenarios
 
 GOLDEN_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "golden"
@@ -45,7 +47,7 @@ def _sha256(path: Path) -> str:
 
 def generate(directory: Path) -> Path:
     """Run the scenario on every side (needs torch) and write the three golden files into `directory`."""
-    from .compare import compare_traces
+    from .core.compare import compare_traces
     from .sides import reference_model, run_sides
     from reference.model import state_dict_arrays
 
@@ -53,7 +55,7 @@ def generate(directory: Path) -> Path:
     traces = run_sides(scenario)
     # The golden check holds native values to the reference's by one number per tensor: the older rule's
     # (tolerance.oracle_bound, a multiple of the reference's own error), not the error model's per-element bounds.
-    results = {r.name: r for r in compare_traces(scenario.id, scenario.batch_size, traces.native, traces.reference,
+    results = {r.name: r for r in compare_traces(RULES, scenario.id, scenario.batch_size, traces.native, traces.reference,
                                                  traces.oracle, traces.native64, traces.strict_oracle,
                                                  traces.routing_ties)}
     directory = Path(directory)
@@ -109,11 +111,11 @@ def check_native(directory: Path = GOLDEN_DIR) -> list:
         value, bound = native[name], manifest["bounds"][name]
         if name == "mining.negatives":
             loss_bound = manifest["bounds"]["loss.cls_per_prior"]
-            diff = compare_negatives(value, reference, golden["loss.cls_per_prior"], native["loss.cls_per_prior"],
-                                     golden["match.labels"], loss_bound["value"] + loss_bound["reference_error"])
+            diff = compare_selection(RULES, name, value, reference, golden["loss.cls_per_prior"],
+                                     native["loss.cls_per_prior"], golden["match.labels"], loss_bound["value"] + loss_bound["reference_error"])
             failures += [f"{name}: {reason}" for reason in diff.reasons]
         elif value.dtype.kind in "biu":
-            failures += [f"{name}: {reason}" for reason in compare_exact(name, value, reference).reasons]
+            failures += [f"{name}: {reason}" for reason in compare_exact(RULES, name, value, reference).reasons]
         else:
             allowed = bound["value"] + (bound["reference_error"] or 0.0)
             error = float(np.max(np.abs(value.astype(np.float64) - reference), initial=0.0))

@@ -14,8 +14,10 @@ from reference.routing import replayed_relu_pass
 from reference.step import backward_order
 from reference.taps import FORWARD_TAPS, stage_inputs
 
-from .compare import TensorResult, compare_tensor, tensor_kind
-from .error_model import U
+from models.ssd300.rules import RULES
+
+from .core.compare import TensorResult, compare_tensor
+from .core.error_model.rounding import U
 from .sides import reference_model_for
 
 
@@ -57,7 +59,7 @@ def _isolated(name, traces, native, reference, context=None):
     if name in COMPOSED and all(part in traces.reference_bounds for part in COMPOSED[name]):
         bound = sum(traces.reference_bounds[part].astype(np.float64) for part in COMPOSED[name])
         bound = bound + 2 * U * np.abs(traces.oracle[name])
-    result = compare_tensor(name, scenario.id, scenario.batch_size, native, reference[name], traces.oracle[name],
+    result = compare_tensor(RULES, name, scenario.id, scenario.batch_size, native, reference[name], traces.oracle[name],
                             context=context, bounds=None if bound is None else (bound, bound))
     result.mode = "isolated"
     return result
@@ -67,7 +69,7 @@ def _raised(names, traces, error: Exception) -> list:
     """A stage that raised fails, with the native module's message, at every tensor it should have produced."""
     scenario = traces.scenario
     reason = f"the isolated stage raised {type(error).__name__}: {error}"
-    return [TensorResult(name, tensor_kind(name), scenario.id, scenario.batch_size, list(np.shape(traces.reference[name])),
+    return [TensorResult(name, RULES.kind(name), scenario.id, scenario.batch_size, list(np.shape(traces.reference[name])),
                          str(traces.reference[name].dtype), "fail", [reason], mode="isolated") for name in names]
 
 
@@ -103,14 +105,14 @@ def loss_stage_results(traces, native_model) -> list:
             results += _raised(LOSS_STAGE_OUTPUTS[stage], traces, error)
             continue
         for name, value in outputs.items():
-            results.append(_isolated(name, traces, value, reference, mining_context if name == "mining.negatives" else None))
+            results.append(_isolated(name, traces, value, reference, {name: mining_context} if name in RULES.selections else None))
     return results
 
 
 def backward_stage_results(traces, native_model) -> list:
     reference, reference_model = traces.reference, reference_model_for(traces.scenario)
-    forward_state = {name: _native_input(value) for name, value in reference.items() if tensor_kind(name) in
-                     ("activation", "priors", "index", "scalar")}
+    forward_state = {name: _native_input(value) for name, value in reference.items() if RULES.kind(name) in
+                     ("activation", "exact", "index", "scalar")}
     forward_state["input"] = traces.scenario.images()
     grads = {name.removeprefix("grad/"): np.ascontiguousarray(value) for name, value in reference.items()
              if name.startswith("grad/")}

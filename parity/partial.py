@@ -2,13 +2,15 @@
 missing group into failures.
 
 A tensor the dump lacks is not compared; whatever is computed from it is still judged, its bound reading the
-missing tensor as far off as a correct port may be (parity/error_model). A near-tied decision the dump does not
+missing tensor as far off as a correct port may be (parity/core/error_model). A near-tied decision the dump does not
 show (a pool or ReLU whose tap is missing) is taken the reference's way."""
 
 from reference.loss import LOSS_TAPS
 from reference.taps import FORWARD_TAPS
 
-from .compare import TensorResult, tensor_kind
+from models.ssd300.rules import RULES
+
+from .core.compare import TensorResult
 
 GROUPS = ("forward", "loss", "backward", "all")
 
@@ -34,7 +36,7 @@ def split_not_provided(results: list, provided: set, known: list, require: str |
         if name in provided:
             rows.append(compared[name])
         elif require in ("all", group_of(name)):
-            rows.append(TensorResult(name, tensor_kind(name), case, batch_size, [], "", "fail",
+            rows.append(TensorResult(name, RULES.kind(name), case, batch_size, [], "", "fail",
                                      [f"not provided by the dump (--require {require})"]))
         else:
             not_provided.append(name)

@@ -6,7 +6,7 @@ oracle's own near-tied decisions, matching included (every_run).
 A pool window counts as a tie only when the two candidates' float64 oracle values are within the sum of their
 forward bounds at the pool's input tap; a ReLU only when the value on the passing side is within the bound of its
 tap (the input was zero up to rounding). The bounds are the caller's `window(tap)`, the error model's
-(parity/error_model) element by element: the larger of the two float32 sides', or for the native float64 build
+(parity/core/error_model) element by element: the larger of the two float32 sides', or for the native float64 build
 twice its own in float64. Any other disagreement is left to fail.
 """
 
@@ -16,7 +16,7 @@ import torch
 from reference.routing import POOL_INPUTS, window_argmax
 from reference.taps import module_taps
 
-from .index_compare import negative_ties
+from .core.index_compare import selection_ties
 
 
 def _pool_ties(pool, input_tap, native, oracle, replayed, decisions, native_replayed, window):
@@ -70,7 +70,7 @@ def _mining_ties(native, decisions, window):
     if not _decided(native, decisions, name):
         return None
     tolerance = 2 * window("loss.cls_per_prior")  # the larger of the two sides' bounds: both losses within twice it
-    ties = negative_ties(native[name], decisions[name], decisions["loss.cls_per_prior"], decisions["match.labels"],
+    ties = selection_ties(native[name], decisions[name], decisions["loss.cls_per_prior"], decisions["match.labels"],
                          tolerance)
     return ("mining", torch.from_numpy(native[name]), torch.from_numpy(ties)) if ties.any() else None
 

@@ -14,7 +14,7 @@ from reference.model import build_reference, state_dict_arrays
 from reference.step import PendingStep, run_step
 from reference.taps import run_forward
 
-from .error_model import FLOAT64_U, ErrorModel
+from models.ssd300.error_model import FLOAT64_U, ErrorModel
 from .routing_ties import native_step_routing, reconcile, same_routing, tie_counts
 from .scenario import Scenario
 
@@ -192,7 +192,7 @@ def run_sides(scenario: Scenario, step: bool = True, native: dict | None = None)
     model = reference_model_for(scenario)
     # every_run: the oracle takes the native decision at its own near-ties too (a prior at the IoU threshold, a
     # window the float32 sides both decided the other way), so every side computes the same mathematics and the
-    # error model's bounds (parity/error_model) compare like with like.
+    # error model's bounds (parity/core/error_model) compare like with like.
     # A near-tie is a decision within the error model's bounds of both float32 sides (machine-independent).
     reference_taps, oracle_taps = reference.forward_trace(), oracle.forward_trace()
     # A decision whose tensor a partial dump lacks is taken the reference's way (parity/partial.py).

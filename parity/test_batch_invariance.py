@@ -11,7 +11,7 @@ import pytest
 from reference.taps import FORWARD_TAPS
 
 from .cases import scenario_for, xdist_group
-from .error_model import ErrorModel
+from models.ssd300.error_model import ErrorModel
 from .sides import native_forward, reference_forward, reference_model_for
 
 BATCH = 4

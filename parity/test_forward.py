@@ -3,7 +3,7 @@
 import pytest
 
 from .cases import case_params, isolated_for, judge, sweep_params
-from .explain import explain
+from .core.explain import explain
 
 
 @pytest.mark.parametrize("scenario_name,batch_size,tap", sweep_params(("forward",)))

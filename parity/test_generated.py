@@ -11,7 +11,7 @@ import os
 from hypothesis import HealthCheck, Phase, given, seed, settings, strategies as st
 
 from .case import run_case
-from .explain import explain
+from .core.explain import explain
 from .scenario import Scenario
 
 EXAMPLES = int(os.environ.get("PARITY_GENERATED_EXAMPLES", "3"))

@@ -7,7 +7,7 @@ import pytest
 from models.resnet8.scenarios import all_scenarios
 from models.resnet8.sides import run_case
 
-from .explain import explain
+from .core.explain import explain
 
 TENSORS_PER_STEP = 175  # 26 taps, the loss, 26 tap and 33 parameter gradients, 33 + 33 + 23 after the update
 

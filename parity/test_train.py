@@ -12,7 +12,7 @@ from reference.model import build_reference
 from reference.step import step_order
 
 from .cases import FULL_SSD300_GROUP
-from .explain import explain
+from .core.explain import explain
 from .train import TrainSettings, run_trajectory
 from .train_report import build_train_report
 

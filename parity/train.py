@@ -8,9 +8,9 @@ Three sides train side by side: the native float32 model, the reference in float
   with no gradient;
 - parameters and momentum buffers: right *after* the step's update.
 Every step's trace (forward, loss and gradients) is judged by the error model's per-element bounds as in a
-single-step run (parity/error_model), with each side's own weights as one more measured input deviation (they
+single-step run (parity/core/error_model), with each side's own weights as one more measured input deviation (they
 drift apart as the sides train); the update by the bounds of SGD's few roundings, carrying each side's measured
-deviations of parameter, momentum buffer and gradient (parity/error_model/sgd.py). The reference's float32 is held
+deviations of parameter, momentum buffer and gradient (parity/core/error_model/sgd.py). The reference's float32 is held
 to the same bounds. Where rounding left a pool window, ReLU, match or negative pick tied (within those bounds) and
 the native side took the other element, the reference's and the oracle's backward take the native decision there
 (parity/routing_ties.py), so all three sides keep training the same mathematics.
@@ -26,10 +26,13 @@ from reference.configs import get_config
 from reference.model import build_reference, state_dict_arrays
 from reference.step import PendingStep
 
-from .compare import compare_tensor, compare_traces
+from models.ssd300.error_model import ErrorModel, TrainedTrace
+from models.ssd300.rules import RULES
+
+from .core.compare import compare_tensor, compare_traces
+from .core.error_model import sgd
+from .core.heap import large_blocks_returned, release_memory
 from .dataset import SyntheticDetection
-from .error_model import ErrorModel, TrainedTrace, sgd
-from .heap import large_blocks_returned, release_memory
 from .routing_ties import reconcile, tie_counts
 
 
@@ -162,7 +165,7 @@ class TrainingSides:
                 routing, (reference, oracle) = self._reconciled(native, self._pending_steps(images, targets), images,
                                                                 targets, weights)
             error_model = ErrorModel(self.reference, oracle, images, targets, routing, weights=weights["oracle"])
-            results += compare_traces(f"{case}-batch{number}", len(images), native,
+            results += compare_traces(RULES, f"{case}-batch{number}", len(images), native,
                                       TrainedTrace(reference, weights["reference"]), oracle,
                                       routing_ties=tie_counts(routing), error_model=error_model)
             for side, trace in (("native", native), ("reference", reference), ("oracle", oracle)):
@@ -197,7 +200,7 @@ def _deviation(side: np.ndarray | None, oracle: np.ndarray) -> np.ndarray:
 
 def _update_bounds(key: str, before: dict, gradients: dict, settings: TrainSettings) -> tuple:
     """-> ({side: bound on its momentum buffer}, {side: bound on its parameter}) after this step's update of `key`
-    (parity/error_model/sgd.py), from each float32 side's measured deviations before it: its parameter, its buffer
+    (parity/core/error_model/sgd.py), from each float32 side's measured deviations before it: its parameter, its buffer
     and this step's gradient."""
     p, g = before[f"param/{key}"]["oracle"], gradients["oracle"]
     buffer = before.get(f"momentum/{key}")
@@ -220,7 +223,7 @@ def _compare_update(case: str, batch_size: int, key: str, before: dict, after: d
     results = {}
     for name, sides in after.items():  # a momentum buffer missing on the native side (None) fails by name
         kind = name.split("/")[0]
-        result = compare_tensor(name, case, batch_size, sides["native"], sides["reference"], sides["oracle"],
+        result = compare_tensor(RULES, name, case, batch_size, sides["native"], sides["reference"], sides["oracle"],
                                 bounds=(bounds[kind]["native"], bounds[kind]["reference"]))
         result.kind = kind
         results[name] = result
@@ -236,7 +239,7 @@ def _judged_step(sides: TrainingSides, case: str, images: np.ndarray, targets: l
     losses = {side: float(trace["loss.total"]) for side, trace in zip(SIDES, (native, reference, oracle))}
     error_model = ErrorModel(sides.reference, oracle, images, targets, routing,
                              weights={k: state[f"param/{k}"]["oracle"] for k in sides.keys})
-    results = compare_traces(case, batch_size, native, reference, oracle, routing_ties=tie_counts(routing),
+    results = compare_traces(RULES, case, batch_size, native, reference, oracle, routing_ties=tie_counts(routing),
                              error_model=error_model)
     gradients = {key: {"native": native.get(f"param_grad/{key}"), "reference": reference[f"param_grad/{key}"],
                        "oracle": oracle[f"param_grad/{key}"]} for key in sides.keys}

@@ -5,10 +5,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parity.compare import (CHUNK, _errors_any, _largest, _largest_difference, _measure_finite, _measure_finite_numpy,
+from models.ssd300.rules import RULES
+from parity.core.compare import (CHUNK, _errors_any, _largest, _largest_difference, _measure_finite, _measure_finite_numpy,
                             compare_tensor)
-from parity.metrics import BLOCK, error_metrics
-from parity.tolerance import oracle_bound
+from parity.core.metrics import BLOCK, error_metrics
+from parity.core.tolerance import oracle_bound
 
 
 def _brute_force_largest(flat, count):
@@ -38,10 +39,10 @@ def test_the_strict_check_fails_on_a_non_finite_or_large_float64_difference(bad)
     oracle = np.random.default_rng(0).standard_normal(1000)
     native64 = oracle.copy()
     native64[17] = oracle[17] + bad if np.isfinite(bad) else bad
-    result = compare_tensor("backbone.conv1_1", "case", 1, oracle.astype(np.float32), oracle.astype(np.float32),
+    result = compare_tensor(RULES, "backbone.conv1_1", "case", 1, oracle.astype(np.float32), oracle.astype(np.float32),
                             oracle, native64)
     assert not result.strict64["passed"] and result.verdict == "fail"
-    assert compare_tensor("backbone.conv1_1", "case", 1, oracle.astype(np.float32), oracle.astype(np.float32),
+    assert compare_tensor(RULES, "backbone.conv1_1", "case", 1, oracle.astype(np.float32), oracle.astype(np.float32),
                           oracle, oracle.copy()).strict64["passed"]
 
 

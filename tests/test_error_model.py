@@ -1,4 +1,4 @@
-"""The error model's bounds (parity/error_model): the reference's own float32 passes every one of them, a bound it
+"""The error model's bounds (models/ssd300/error_model.py, from the core's parity/core/error_model): the reference's own float32 passes every one of them, a bound it
 breaks is reported as the harness's error, and a bound follows the data-flow graph: an upstream excess loosens
 only the tensors computed from it."""
 
@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from parity.cases import scenario_for
-from parity.compare import compare_traces, tensor_kind
-from parity.error_model import LAMBDA, U, error_model_for, gamma
+from models.ssd300.error_model import LAMBDA, U, error_model_for, gamma
+from models.ssd300.rules import RULES
+from parity.core.compare import compare_traces
 from parity.routing_ties import find_routing_ties
 from parity.sides import reference_model_for, run_sides
 
@@ -21,7 +22,7 @@ def _traces():
 
 
 def _float_tensors(trace):
-    return [n for n in trace if tensor_kind(n) not in ("index", "priors")]
+    return [n for n in trace if RULES.kind(n) not in ("index", "exact")]
 
 
 def test_gamma_is_the_smaller_of_the_deterministic_and_the_probabilistic_bound():
@@ -34,7 +35,7 @@ def test_gamma_is_the_smaller_of_the_deterministic_and_the_probabilistic_bound()
 
 def test_the_reference_passes_every_bound_and_its_margin_is_reported():
     t = _traces()
-    results = compare_traces("narrow-B2", 2, t.native, t.reference, t.oracle, error_model=error_model_for(t))
+    results = compare_traces(RULES, "narrow-B2", 2, t.native, t.reference, t.oracle, error_model=error_model_for(t))
     judged = [r for r in results if r.bound.get("rule") == "error_model"]
     assert {r.name for r in judged} == set(_float_tensors(t.reference)) - {"priors"}
     assert not [r.name for r in judged if r.harness_error]
@@ -61,7 +62,7 @@ class _ShrunkForTheReference:
 
 def test_a_bound_the_reference_breaks_is_a_harness_error_not_a_native_failure():
     t = _traces()
-    results = {r.name: r for r in compare_traces("narrow-B2", 2, t.native, t.reference, t.oracle,
+    results = {r.name: r for r in compare_traces(RULES, "narrow-B2", 2, t.native, t.reference, t.oracle,
                                                  error_model=_ShrunkForTheReference(t))}
     result = results["backbone.conv3_1"]
     assert not result.passed and result.harness_error
@@ -82,7 +83,7 @@ def test_an_upstream_excess_loosens_only_the_tensors_computed_from_it():
     changed = {name for name in _float_tensors(t.native) if name != "priors"
                and not np.array_equal(model.bound(name, t.native), model.bound(name, edited))}
     assert {"backbone.pool4", "backbone.conv4_3_l2norm"} <= changed <= readers
-    results = {r.name: r for r in compare_traces("narrow-B2", 2, edited, t.reference, t.oracle, error_model=model)}
+    results = {r.name: r for r in compare_traces(RULES, "narrow-B2", 2, edited, t.reference, t.oracle, error_model=model)}
     assert not results[tap].passed
     assert [name for name, r in results.items() if not r.passed] == [tap]
 
@@ -99,13 +100,13 @@ def test_a_tensor_off_by_its_inputs_deviation_alone_still_passes_and_one_beyond_
     edited["backbone.pool1"] = t.native["backbone.pool1"].copy()
     index = np.unravel_index(int(np.argmax(bound)), bound.shape)
     edited["backbone.pool1"][index] = np.float32(t.oracle["backbone.pool1"][index] + 3 * bound[index])
-    result = next(r for r in compare_traces("narrow-B2", 2, edited, t.reference, t.oracle, error_model=model)
+    result = next(r for r in compare_traces(RULES, "narrow-B2", 2, edited, t.reference, t.oracle, error_model=model)
                   if r.name == "backbone.pool1")
     assert not result.passed and result.mismatches == 1 and result.worst[0]["index"] == list(map(int, index))
 
 
 def _window(t, native):
-    from parity.error_model import ErrorModel
+    from models.ssd300.error_model import ErrorModel
 
     model = ErrorModel(reference_model_for(t.scenario), t.oracle, t.scenario.images(), t.scenario.targets())
     return lambda tap: np.maximum(model.bound(tap, native), model.bound(tap, t.reference))
@@ -148,7 +149,7 @@ def test_a_doubled_loss_target_or_loss_gradient_fails_in_every_scenario(scenario
     for name in ("loss.loc", "targets.loc", "grad/loc_head"):
         edited = dict(t.native)
         edited[name] = (2 * t.native[name]).astype(np.float32)
-        results = {r.name: r for r in compare_traces(f"{scenario}-B2", 2, edited, t.reference, t.oracle,
+        results = {r.name: r for r in compare_traces(RULES, f"{scenario}-B2", 2, edited, t.reference, t.oracle,
                                                      error_model=model)}
         assert not results[name].passed, (name, results[name].bound)
         assert results[name].mismatches > 0 and not results[name].harness_error

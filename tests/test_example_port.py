@@ -63,7 +63,7 @@ def test_an_unknown_fault_and_missing_inputs_are_clean_errors(port, tmp_path):
 
 
 def test_its_stages_over_files_get_the_isolated_verdicts_of_the_pybind11_route(port, tmp_path):
-    from parity.compare import compare_sides
+    from parity.case import compare_sides
     from parity.isolated import isolated_results
     from parity.scenario import load_scenarios
     from parity.sides import native_model_for

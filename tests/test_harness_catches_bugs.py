@@ -7,13 +7,14 @@ import numpy as np
 import pytest
 
 import ssd_native
+from models.ssd300.rules import RULES
 from parity.cases import scenario_for
-from parity.compare import compare_traces
-from parity.error_model import error_model_for
+from parity.core.compare import compare_traces
+from models.ssd300.error_model import error_model_for
 from parity.isolated import isolated_results
 from parity.sides import run_sides
-from parity.layout import SOURCE_OFFSETS
-from parity.report import build_report
+from models.ssd300.layout import SOURCE_OFFSETS
+from parity.core.report import build_report
 from reference.configs import ANCHORS_PER_LOCATION, NUM_PRIORS, SOURCE_SIZES
 from reference.taps import FORWARD_TAPS
 
@@ -27,7 +28,7 @@ def traces_for(_name: str, batch_size: int):
 def _compare(native: dict, batch_size: int = 2):
     """An edited native trace against the reference, under the error model's bounds of the scenario."""
     t = traces_for("narrow", batch_size)
-    return compare_traces(f"narrow-B{batch_size}", batch_size, native, t.reference, t.oracle,
+    return compare_traces(RULES, f"narrow-B{batch_size}", batch_size, native, t.reference, t.oracle,
                           error_model=error_model_for(t))
 
 
@@ -42,7 +43,7 @@ def _native_copy(batch_size: int = 2) -> dict:
 
 def test_clean_native_trace_passes():
     t = traces_for("narrow", 2)
-    results = compare_traces("narrow-B2", 2, t.native, t.reference, t.oracle, t.native64, t.strict_oracle, t.routing_ties,
+    results = compare_traces(RULES, "narrow-B2", 2, t.native, t.reference, t.oracle, t.native64, t.strict_oracle, t.routing_ties,
                              error_model_for(t))
     assert len(results) == 166 and all(r.passed for r in results), [r.name for r in results if not r.passed]
 

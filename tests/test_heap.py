@@ -1,4 +1,4 @@
-"""The harness's heap setting (parity/heap.py): freed tensors stay in the process for the next allocation, and
+"""The harness's heap setting (parity/core/heap.py): freed tensors stay in the process for the next allocation, and
 release_memory hands them back."""
 
 import subprocess
@@ -6,11 +6,11 @@ import sys
 
 import pytest
 
-from parity.heap import _libc
+from parity.core.heap import _libc
 
 PROGRAM = """
 import numpy as np
-from parity.heap import release_memory, reuse_freed_memory
+from parity.core.heap import release_memory, reuse_freed_memory
 
 def resident_mb():
     return int(open("/proc/self/statm").read().split()[1]) * 4096 / 2**20
@@ -36,7 +36,7 @@ def test_freed_tensors_stay_in_the_process_until_released():
 
 WHILE_COMPARING = """
 import numpy as np
-from parity.heap import large_blocks_returned, release_memory, reuse_freed_memory
+from parity.core.heap import large_blocks_returned, release_memory, reuse_freed_memory
 
 def resident_mb():
     return int(open("/proc/self/statm").read().split()[1]) * 4096 / 2**20

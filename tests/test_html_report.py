@@ -1,11 +1,12 @@
 """The HTML view a person opens: verdict banner, first divergence on top, failing rows first, the propagated and
 isolated runs apart, error pictures linked and the first divergence's shown."""
 
+from models.ssd300.rules import RULES
 from parity.cases import traces_for
-from parity.compare import compare_traces
-from parity.diff_plots import picture_stem
-from parity.html_report import render, write_html
-from parity.report import build_report
+from parity.core.compare import compare_traces
+from parity.core.html_report import picture_stem
+from parity.core.html_report import render, write_html
+from parity.core.report import build_report
 
 
 def _failing_report():
@@ -13,8 +14,8 @@ def _failing_report():
     native = {k: v.copy() for k, v in t.native.items()}
     native["backbone.conv3_1"] *= 1.01
     native["grad/backbone.conv4_2"][0, 0, 0, 0] = float("nan")
-    results = compare_traces("narrow-B2", 2, native, t.reference, t.oracle)
-    isolated = compare_traces("narrow-B2", 2, t.native, t.reference, t.oracle)[:3]
+    results = compare_traces(RULES, "narrow-B2", 2, native, t.reference, t.oracle)
+    isolated = compare_traces(RULES, "narrow-B2", 2, t.native, t.reference, t.oracle)[:3]
     for r in isolated:
         r.mode = "isolated"
     return build_report(results + isolated)

@@ -3,7 +3,7 @@
 import torch
 from torchvision.models.detection.ssd import SSDScoringHead
 
-from parity.layout import SOURCE_OFFSETS, decode_index, decode_prior
+from models.ssd300.layout import SOURCE_OFFSETS, decode_index, decode_prior
 from reference.configs import ANCHORS_PER_LOCATION, NUM_PRIORS, SOURCE_SIZES
 
 

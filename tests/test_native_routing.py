@@ -12,7 +12,7 @@ from parity.cases import scenario_for
 from parity.routing_ties import native_step_routing, same_routing
 from parity.sides import (native64_routing, native_model_for, native_step, pending_reference_step, reference_model_for,
                           run_sides)
-from parity.tolerance import strict64_bound
+from parity.core.tolerance import strict64_bound
 from reference.routing import POOL_INPUTS, window_argmax
 from reference.taps import module_taps
 

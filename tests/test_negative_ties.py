@@ -4,7 +4,8 @@ excuse another image's difference."""
 
 import numpy as np
 
-from parity.index_compare import compare_negatives
+from models.ssd300.rules import RULES
+from parity.core.index_compare import compare_selection
 
 PRIORS = 8
 
@@ -24,7 +25,7 @@ def _swap(selected, out, into):
 
 def _compare(native, reference, losses, window):
     labels = np.zeros(reference.shape, dtype=np.int64)
-    return compare_negatives(native, reference, losses, losses, labels, window)
+    return compare_selection(RULES, "mining.negatives", native, reference, losses, losses, labels, window)
 
 
 def test_a_swap_within_both_priors_windows_is_a_tie_and_one_beyond_them_fails():
@@ -57,6 +58,6 @@ def test_the_selected_sums_must_agree_within_the_picked_priors_windows():
     native_losses = losses.copy()
     native_losses[0] += 0.5  # the native side's loss of a picked prior is off by more than its window
     labels = np.zeros((1, PRIORS), dtype=np.int64)
-    diff = compare_negatives(reference[None], reference[None], losses[None], native_losses[None], labels,
+    diff = compare_selection(RULES, "mining.negatives", reference[None], reference[None], losses[None], native_losses[None], labels,
                              np.full((1, PRIORS), 0.01))
     assert diff.mismatches == 1 and "sum" in diff.reasons[0]

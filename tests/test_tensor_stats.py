@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from parity import tensor_stats
-from parity.compare import _largest_difference, _measure_finite
-from parity.metrics import kernel_reads, max_abs, nonfinite_counts
-from parity.tolerance import _reference_error
+from parity.core.compare import _largest_difference, _measure_finite
+from parity.core.metrics import kernel_reads, max_abs, nonfinite_counts
+from parity.core.tolerance import _reference_error
 
 
 def numpy_only(a: np.ndarray) -> np.ndarray:

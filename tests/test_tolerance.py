@@ -3,8 +3,9 @@ elements, and for a parameter gradient no more than the non-zero values of the o
 
 import numpy as np
 
-from parity.compare import compare_traces
-from parity.tolerance import LARGE_TENSOR_FACTOR, oracle_bound
+from models.ssd300.rules import RULES
+from parity.core.compare import compare_traces
+from parity.core.tolerance import LARGE_TENSOR_FACTOR, oracle_bound
 
 RNG = np.random.default_rng(0)
 
@@ -37,7 +38,7 @@ def _trace(grad_nonzero: int, native_scale: float) -> tuple:
 
 
 def _weight_verdict(grad_nonzero, native_scale) -> bool:
-    results = compare_traces("case", 1, *_trace(grad_nonzero, native_scale))
+    results = compare_traces(RULES, "case", 1, *_trace(grad_nonzero, native_scale))
     return next(r for r in results if r.name == "param_grad/conv.weight").passed
 
 

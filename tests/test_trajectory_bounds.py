@@ -1,4 +1,4 @@
-"""The bounds a training trajectory adds to the error model: SGD's update (parity/error_model/sgd.py) and a side's
+"""The bounds a training trajectory adds to the error model: SGD's update (parity/core/error_model/sgd.py) and a side's
 drifted weights as one more input deviation of every stage with parameters. PyTorch's own float32 passes each of
 them, and each fails on an injected change beyond rounding (or, for the drift terms, without them)."""
 
@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.nn.grad import conv2d_input
 
-from parity.error_model import backward, forward, gamma, sgd
+from parity.core.error_model import backward, forward, sgd
+from parity.core.error_model.rounding import gamma
 
 SGD = {"lr": 1e-2, "momentum": 0.9, "weight_decay": 5e-4}
 

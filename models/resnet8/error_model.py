@@ -1,13 +1,13 @@
 """Per-element bounds of every tensor of a ResNet-8 training step, walked over its stage graph (spec.py) with the
-core's stage bounds (parity/error_model): a tensor's bound is its own rounding plus the side's measured input
+core's stage bounds (parity/core/error_model): a tensor's bound is its own rounding plus the side's measured input
 deviations carried through its stage, nothing carried in execution order."""
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from parity.error_model import backward, batchnorm, classifier, forward, loss, sgd
-from parity.error_model.rounding import finished, gamma, u
+from parity.core.error_model import backward, batchnorm, classifier, forward, loss, sgd
+from parity.core.error_model.rounding import finished, gamma, u
 
 from .spec import STAGES, consumers
 

@@ -1,17 +1,18 @@
 """ResNet-8's scenario on every side: the native float32 and float64 builds, the reference in float32 and its
 float64 oracle, each taking one training step from the same weights; then every tensor compared by the core
-(parity/compare.py) under the error model's bounds (error_model.py)."""
+(parity/core/compare.py) under the error model's bounds (error_model.py)."""
 
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from parity.compare import compare_traces
+from parity.core.compare import compare_traces
 
 from .error_model import ResNet8ErrorModel
 from .reference import SgdSettings, build_reference, state_dict_arrays, training_step
 from .scenarios import Scenario
+from .spec import RULES
 
 SGD = SgdSettings()
 
@@ -53,5 +54,5 @@ def run_case(scenario: Scenario) -> list:
     """-> a TensorResult per tensor of the step, in the reference's order."""
     traces = run_sides(scenario)
     bounds = ResNet8ErrorModel(traces.model, traces.weights, traces.oracle, scenario.images(), scenario.labels(), SGD)
-    return compare_traces(scenario.id, scenario.batch_size, traces.native, traces.reference, traces.oracle,
+    return compare_traces(RULES, scenario.id, scenario.batch_size, traces.native, traces.reference, traces.oracle,
                           native64=traces.native64, error_model=bounds)

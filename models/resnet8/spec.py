@@ -1,10 +1,12 @@
 """ResNet-8's stages as the harness reads them: each forward tap with its kind, the taps it reads and the module
 whose parameters it uses, in execution order (the data-flow graph the bounds follow); which stages read each tap
-(what its gradient is summed from); and what an index of each tensor means."""
+(what its gradient is summed from); what an index of each tensor means; and the tensor rules the core judges by
+(parity/core/rules.py): BatchNorm's step counters are exact integers, the loss is a scalar."""
 
 from dataclasses import dataclass
 
-from parity.error_model.graph import consumers as graph_consumers
+from parity.core.error_model.graph import consumers as graph_consumers
+from parity.core.rules import TensorRules
 
 from .reference import WIDTHS
 
@@ -59,3 +61,13 @@ def index_meaning(name: str, shape: tuple) -> tuple:
     if len(shape) == 2:
         return ("image", "feature" if name.endswith("avgpool") else "class")
     return ()
+
+
+def _meaning(name: str, shape: tuple, index: tuple) -> dict:
+    dims = index_meaning(name, shape)
+    if len(dims) != len(index):
+        return {f"dim{i}": int(v) for i, v in enumerate(index)}
+    return {dim: int(v) for dim, v in zip(dims, index)}
+
+
+RULES = TensorRules(index_suffixes=("num_batches_tracked",), scalars=frozenset({"loss"}), decode=_meaning)

@@ -54,6 +54,3 @@ def decode_index(name: str, shape: tuple, index: tuple) -> dict:
         return {"image": int(index[0]), **decode_prior(int(index[1]))}
     return {f"dim{i}": int(v) for i, v in enumerate(index)}
 
-
-def format_meaning(meaning: dict) -> str:
-    return " ".join(f"{k}={v}" for k, v in meaning.items())

@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from . import tensor_stats
+from parity import tensor_stats
 from .metrics import BLOCK, finite_values, kernel_reads, max_abs
 
 # (fewest informative elements, factor), checked in order; TorchDynamo's small-tensor multipliers.

@@ -5,7 +5,7 @@ avoids copies where it can: when every element is finite (the usual case) nothin
 
 import numpy as np
 
-from . import tensor_stats
+from parity import tensor_stats
 
 KERNEL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 

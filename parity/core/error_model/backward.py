@@ -83,7 +83,7 @@ def pool_undecided(module, x, dx, values):
 
 
 def l2norm_input(x, dx, scale, grad, dgrad, g_total, dscale=None):
-    """x, dx (B,C,H,W) conv4_3, scale (C), grad, dgrad (B,C,H,W) of the L2Norm's output, g_total the gamma of the
+    """x, dx (B,C,H,W) the L2Norm's input, scale (C), grad, dgrad (B,C,H,W) of the L2Norm's output, g_total the gamma of the
     tap gradient's whole sum, dscale (C) the side's scale's drift from the oracle's or None -> (B,C,H,W): this
     consumer's internal rounding and propagated deviation, plus g_total times the magnitude of what it adds to the
     sum.

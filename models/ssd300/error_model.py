@@ -1,4 +1,4 @@
-"""Per-element bounds from a rounding-error model of each stage (docs/tolerance.md).
+"""SSD300's per-element bounds from a rounding-error model of each stage (docs/tolerance.md).
 
 For a float32 tensor T of one side (the native port, or the reference itself) the bound on |T_side - T_oracle|
 is T's own rounding, derived from the operation (its accumulation length n and the float64 sum of its terms'
@@ -18,9 +18,11 @@ import torch.nn.functional as F
 
 from reference.routing import window_argmax
 
-from . import backward, forward, loss
-from .graph import build_stages, consumers, producer_of_parameter
-from .rounding import FLOAT64_U, LAMBDA, U, finished, gamma, u, unit_roundoff
+from parity.core.error_model import backward, forward, loss
+from parity.core.error_model.graph import consumers, producer_of_parameter
+from parity.core.error_model.rounding import FLOAT64_U, LAMBDA, U, finished, gamma, u, unit_roundoff
+
+from .spec import build_stages
 
 __all__ = ["ErrorModel", "FLOAT64_U", "LAMBDA", "U", "TrainedTrace", "error_model_for", "gamma"]
 

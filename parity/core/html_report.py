@@ -6,7 +6,6 @@ import html
 import json
 from pathlib import Path
 
-from .diff_plots import picture_stem
 from .report import nonfinite_lines, shown
 
 PICTURE_DIR = "diff"
@@ -25,6 +24,11 @@ tr.fail { background: #fff3f3; }
 code { font-size: 0.95em; }
 img.first { max-width: 900px; border: 1px solid #ccc; margin: 0.5em 0; }
 """
+
+
+def picture_stem(name: str, case: str) -> str:
+    """File name prefix of one tensor's pictures; the HTML report links pictures found under it."""
+    return f"{name.replace('/', '_')}-{case}"
 
 
 def _pictures(name: str, case: str, base: Path | None) -> list:

@@ -1,5 +1,5 @@
-"""Per-element bounds of the loss stages (reference/loss.py's operations) and of the loss's own backward, the
-gradients of the head outputs. Arguments are float64 tensors: oracle values and measured side deviations (d*).
+"""Per-element bounds of a detection loss's operations (box encoding, cross-entropy, smooth L1, the sum over
+selected candidates) and of the loss's own backward, the gradients of the network's outputs. Arguments are float64 tensors: oracle values and measured side deviations (d*).
 Own-rounding terms carry a factor 2: a correct port may write each formula with its few operations in another
 order."""
 
@@ -7,18 +7,18 @@ import torch
 
 from .rounding import ULPS, gamma, u
 
-BOX_WEIGHTS = (10.0, 10.0, 5.0, 5.0)  # torchvision's SSD BoxCoder
+BOX_WEIGHTS = (10.0, 10.0, 5.0, 5.0)  # torchvision's BoxCoder, as SSD uses it
 FORMULA = 2.0
 
 
-def encode(boxes, priors, dpriors):
-    """boxes, priors, dpriors (M,4) xyxy: each positive prior's matched ground truth (exact: float32 data), its
-    prior and the prior's deviation -> (M,4) bound on the encoded target (cx, cy, w, h), torchvision's
-    encode_boxes: wx*(g_cx - p_cx)/p_w, ww*log(g_w/p_w)."""
+def encode(boxes, anchors, danchors):
+    """boxes, anchors, danchors (M,4) xyxy: each positive anchor's matched ground truth (exact: float32 data), the
+    anchor and its deviation -> (M,4) bound on the encoded target (cx, cy, w, h), torchvision's encode_boxes:
+    wx*(g_cx - p_cx)/p_w, ww*log(g_w/p_w)."""
     out = torch.empty_like(boxes)
     for axis in (0, 1):
-        p1, p2, g1, g2 = priors[:, axis], priors[:, axis + 2], boxes[:, axis], boxes[:, axis + 2]
-        dp = dpriors[:, axis] + dpriors[:, axis + 2]
+        p1, p2, g1, g2 = anchors[:, axis], anchors[:, axis + 2], boxes[:, axis], boxes[:, axis + 2]
+        dp = danchors[:, axis] + danchors[:, axis + 2]
         pw, gw = p2 - p1, g2 - g1
         pc, gc = p1 + 0.5 * pw, g1 + 0.5 * gw
         e_pw = u() * pw.abs() + dp
@@ -50,7 +50,7 @@ def _log_sum_exp_error(z, m, log_s, spread):
 
 
 def cross_entropy(z, dz, labels, loss):
-    """z, dz (B,P,K) conf_head, labels (B,P), loss (B,P) the oracle's -> (B,P).
+    """z, dz (B,P,K) class logits, labels (B,P), loss (B,P) the oracle's -> (B,P).
 
     loss = m + log sum exp(z - m) - z_y. Own: the log-sum-exp's rounding and the subtractions; propagated: its
     gradient is p - onehot(y), so |d loss| <= sum_k |p_k - onehot_k| dz_k, plus max(dz)^2 (the Hessian of log-sum-exp
@@ -80,7 +80,7 @@ def conf_gradient(z, dz, labels, weight):
 
 
 def smooth_l1_sum(loc, dloc, target, dtarget, positive, normalizer, loss):
-    """loc, dloc, target, dtarget (B,P,4), positive (B,P) bool -> bound on loss.loc = sum over positives of
+    """loc, dloc, target, dtarget (B,P,4), positive (B,P) bool -> bound on the box loss = sum over positives of
     smooth_l1(loc - target) / normalizer (beta 1), given the oracle's loss (a 0-d tensor)."""
     mask = positive.unsqueeze(-1).to(loc.dtype)
     r = (loc - target).abs()
@@ -94,7 +94,7 @@ def smooth_l1_sum(loc, dloc, target, dtarget, positive, normalizer, loss):
 
 
 def loc_gradient(loc, dloc, target, dtarget, positive, normalizer):
-    """-> (B,P,4) bound on d loss / d loc_head = clamp(loc - target, -1, 1) / normalizer at positives."""
+    """-> (B,P,4) bound on d loss / d loc (the box regression) = clamp(loc - target, -1, 1) / normalizer at positives."""
     mask = positive.unsqueeze(-1).to(loc.dtype)
     grad = (loc - target).clamp(-1, 1) * mask / normalizer
     return FORMULA * 3 * u() * grad.abs() + (dloc + dtarget) * mask / normalizer
@@ -102,7 +102,7 @@ def loc_gradient(loc, dloc, target, dtarget, positive, normalizer):
 
 def selected_sum(cls, dcls, weight, cls_bound_extra, loss):
     """cls, dcls (B,P), weight (B,P) how many times each loss is summed (positives and mined negatives, 0-2),
-    cls_bound_extra (B,P): what a prior selected on one side only adds -> bound on loss.conf = selected sum / N
+    cls_bound_extra (B,P): what a candidate selected on one side only adds -> bound on the class loss = selected sum / N
     (weight already divided by N), given the oracle's loss."""
     n = int((weight > 0).sum()) + 1
     own = gamma(n) * (weight * cls.abs()).sum() + FORMULA * u() * loss.abs()

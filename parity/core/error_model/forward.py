@@ -52,7 +52,7 @@ def l2norm_parts(x, dx):
 
 
 def l2norm(x, dx, scale, out, dscale=None):
-    """x, dx (B,C,H,W) conv4_3, scale (C), out (B,C,H,W) the oracle's output, dscale (C) the side's scale's drift
+    """x, dx (B,C,H,W) the feature map normalized over its channels, scale (C), out (B,C,H,W) the oracle's output, dscale (C) the side's scale's drift
     from the oracle's (a training trajectory) or None -> (B,C,H,W).
 
     Own rounding: the norm's sum of C squares (gamma(C), halved by the square root) and a few roundings (the

@@ -1,23 +1,21 @@
-"""Exact comparison of integer decisions (matches, labels) and tie-aware comparison of mined negatives.
+"""Exact comparison of integer decisions (matches, labels) and tie-aware comparison of selections.
 
-Negatives are compared per image. Both sides rank background priors by their cross-entropy; where two priors'
-losses are equal or closer than their bounds allow at the selection boundary, either pick is correct (the
-reference's unstable sort leaves the order of ties unspecified). A difference confined to such priors is
-reported as a tie, with its count; a difference anywhere else is a failure. The selected-loss sums must agree
-either way.
+A selection ([B,N] booleans: which of N candidates each image picked by ranking a per-candidate loss, hard negative
+mining for one) is compared per image. Where two candidates' losses are equal or closer than their bounds allow at
+the selection boundary, either pick is correct (an unstable sort leaves the order of ties unspecified). A
+difference confined to such candidates is reported as a tie, with its count; a difference anywhere else is a
+failure. The selected-loss sums must agree either way.
 
-The window is per prior (`tolerance`: a number or a [B,P] array, how far each side's loss may be from the exact
-one, both sides' bounds added). A prior one side picks and the other does not took the place of another picked
-prior of the same image: the two swap only if their losses are within both their windows, so a prior is a tie
-when its distance to the boundary is within its own window plus the largest finite window among the priors either
-side picked in that image (never another image's).
+The window is per candidate (`tolerance`: a number or a [B,N] array, how far each side's loss may be from the
+exact one, both sides' bounds added). A candidate one side picks and the other does not took the place of another
+picked candidate of the same image: the two swap only if their losses are within both their windows, so a
+candidate is a tie when its distance to the boundary is within its own window plus the largest finite window among
+the candidates either side picked in that image (never another image's).
 """
 
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from .layout import decode_index
 
 MAX_LISTED = 5
 
@@ -30,11 +28,11 @@ class IndexDiff:
     worst: list = field(default_factory=list)
 
 
-def _listing(name, shape, indices, native, reference, note=None) -> list:
+def _listing(rules, name, shape, indices, native, reference, note=None) -> list:
     rows = []
     for flat in indices[:MAX_LISTED]:
         index = np.unravel_index(int(flat), shape)
-        row = {"index": [int(i) for i in index], "meaning": decode_index(name, shape, index),
+        row = {"index": [int(i) for i in index], "meaning": rules.decode_index(name, shape, index),
                "native": int(native.ravel()[flat]), "reference": int(reference.ravel()[flat])}
         if note is not None:
             row["note"] = note
@@ -42,47 +40,47 @@ def _listing(name, shape, indices, native, reference, note=None) -> list:
     return rows
 
 
-def compare_exact(name: str, native: np.ndarray, reference: np.ndarray) -> IndexDiff:
+def compare_exact(rules, name: str, native: np.ndarray, reference: np.ndarray) -> IndexDiff:
     differing = np.flatnonzero(native.ravel() != reference.ravel())
     diff = IndexDiff(mismatches=int(differing.size))
     if differing.size:
         diff.reasons.append(f"{differing.size} of {native.size} entries differ (an index tensor must match exactly)")
-        diff.worst = _listing(name, native.shape, differing, native, reference)
+        diff.worst = _listing(rules, name, native.shape, differing, native, reference)
     return diff
 
 
-def negative_ties(native: np.ndarray, reference: np.ndarray, losses: np.ndarray, labels: np.ndarray,
+def selection_ties(native: np.ndarray, reference: np.ndarray, losses: np.ndarray, labels: np.ndarray,
                   tolerance) -> np.ndarray:
-    """[B,P] mask of priors selected by one side only whose ranking loss is near the reference's selection
+    """[B,N] mask of candidates selected by one side only whose ranking loss is near the reference's selection
     boundary (the smallest selected loss of that image), within the windows (module docstring): a tie either pick
     is right for."""
     ranked = np.where(labels > 0, -np.inf, losses.astype(np.float64))
     boundary = np.where(reference, ranked, np.inf).min(axis=1, keepdims=True)
-    window = _per_prior(tolerance, ranked.shape)
+    window = _per_candidate(tolerance, ranked.shape)
     return (native != reference) & _near(ranked, boundary, window, _partner(window, native | reference))
 
 
-def _per_prior(tolerance, shape) -> np.ndarray:
+def _per_candidate(tolerance, shape) -> np.ndarray:
     return np.broadcast_to(np.asarray(tolerance, dtype=np.float64), shape)
 
 
 def _partner(window: np.ndarray, picked: np.ndarray) -> np.ndarray:
-    """window, picked: [..., P] -> [..., 1], the largest finite window among the priors either side picked."""
+    """window, picked: [..., N] -> [..., 1], the largest finite window among the candidates either side picked."""
     return np.where(picked & np.isfinite(window), window, 0.0).max(axis=-1, keepdims=True, initial=0.0)
 
 
 def _near(ranked, boundary, window, partner) -> np.ndarray:
-    """Where a prior's loss is within its window plus its partner's of the selection boundary, or on it."""
+    """Where a candidate's loss is within its window plus its partner's of the selection boundary, or on it."""
     return (np.abs(ranked - boundary) <= window + partner) | (ranked == boundary)
 
 
-def compare_negatives(native: np.ndarray, reference: np.ndarray, losses: np.ndarray, native_losses: np.ndarray,
-                      labels: np.ndarray, tolerance) -> IndexDiff:
-    """native, reference: [B,P] bool selections; losses: the reference's per-prior losses [B,P] and native_losses
-    the native side's; labels: class targets [B,P] (positives rank at -inf); tolerance: the per-prior loss window
-    (a number or [B,P]; module docstring)."""
+def compare_selection(rules, name: str, native: np.ndarray, reference: np.ndarray, losses: np.ndarray,
+                      native_losses: np.ndarray, labels: np.ndarray, tolerance) -> IndexDiff:
+    """native, reference: [B,N] bool selections of tensor `name`; losses: the reference's per-candidate ranking
+    losses [B,N] and native_losses the native side's; labels: class targets [B,N] (positives rank at -inf);
+    tolerance: the per-candidate loss window (a number or [B,N]; module docstring)."""
     diff = IndexDiff()
-    windows = _per_prior(tolerance, reference.shape)
+    windows = _per_candidate(tolerance, reference.shape)
     for image in range(reference.shape[0]):
         ranked = np.where(labels[image] > 0, -np.inf, losses[image].astype(np.float64))
         selected, window = reference[image], windows[image]
@@ -98,19 +96,19 @@ def compare_negatives(native: np.ndarray, reference: np.ndarray, losses: np.ndar
             if real.size:
                 diff.mismatches += int(real.size)
                 diff.reasons.append(
-                    f"image {image}: {real.size} negatives differ away from the selection boundary "
+                    f"image {image}: {real.size} selected candidates differ away from the selection boundary "
                     f"(boundary loss {boundary:.6g}, window there {window[real[0]] + partner:.3g})"
                 )
                 flat = image * reference.shape[1] + real
-                diff.worst += _listing("mining.negatives", reference.shape, flat, native, reference, "not a tie")
+                diff.worst += _listing(rules, name, reference.shape, flat, native, reference, "not a tie")
             else:
-                diff.worst += _listing("mining.negatives", reference.shape, flat, native, reference, "tie")
+                diff.worst += _listing(rules, name, reference.shape, flat, native, reference, "tie")
         if native[image].sum() != selected.sum():
             diff.mismatches += 1
-            diff.reasons.append(f"image {image}: {native[image].sum()} negatives selected, reference {selected.sum()}")
+            diff.reasons.append(f"image {image}: {native[image].sum()} candidates selected, reference {selected.sum()}")
         native_sum = float(native_losses[image][native[image]].astype(np.float64).sum())
         reference_sum = float(losses[image][selected].astype(np.float64).sum())
-        # Each picked prior's loss may be off by its window, each swapped pair by a window more (module docstring),
+        # Each picked candidate's loss may be off by its window, each swapped pair by a window more (module docstring),
         # and the two float64 sums by their own rounding (they add the same values in another order at a tie).
         magnitude = float(np.abs(losses[image][picked].astype(np.float64)).sum())
         allowed = float(window[picked].sum() + (window[differing] + partner).sum()

@@ -2,7 +2,8 @@
 
 Each float tensor is compared three ways: native float32 vs reference float32 (the numbers a person reads),
 native float32 vs the float64 oracle (the verdict, under a derived bound), and native float64 vs the oracle (the
-strict check). Non-finite values must sit at the same places on both sides.
+strict check). Non-finite values must sit at the same places on both sides. What each tensor is (how it is judged,
+what its indices mean) the model's TensorRules say (parity/core/rules.py).
 """
 
 from dataclasses import asdict, dataclass, field
@@ -10,35 +11,22 @@ from typing import Callable
 
 import numpy as np
 
+from parity import tensor_stats
+
 from .heap import large_blocks_returned
-from .index_compare import compare_exact, compare_negatives
-from .layout import decode_index
-from . import tensor_stats
+from .index_compare import compare_exact, compare_selection
 from .metrics import BLOCK, MetricsAccumulator, error_metrics, kernel_reads, max_abs, nonfinite_counts
+from .rules import TensorRules
 from .tolerance import exact_bound, oracle_bound, rms, strict64_bound
 
 WORST_COUNT = 5
-
-
-def tensor_kind(name: str) -> str:
-    if name.startswith("param_grad/"):
-        return "param_grad"
-    if name.startswith("grad/"):
-        return "gradient"
-    if name.startswith(("match.", "mining.")) or name.endswith("num_batches_tracked"):
-        return "index"
-    if name in ("loss.loc", "loss.conf", "loss.total", "loss"):
-        return "scalar"
-    if name == "priors":
-        return "priors"
-    return "activation"
 
 
 @dataclass
 class TensorResult:
     name: str
     kind: str
-    case: str  # scenario id, e.g. "ssd300-B4"
+    case: str  # scenario id, e.g. "narrow-B4"
     batch_size: int
     shape: list
     dtype: str
@@ -102,14 +90,14 @@ def _largest(flat: np.ndarray, count: int) -> np.ndarray:
     return np.concatenate([above, *equal])
 
 
-def _worst_rows(name, native, reference, oracle, flat_indices, errors) -> list:
+def _worst_rows(rules, name, native, reference, oracle, flat_indices, errors) -> list:
     rows = []
     for flat_index, error in zip(flat_indices, errors):
         index = np.unravel_index(int(flat_index), native.shape)
         rows.append(
             {
                 "index": [int(i) for i in index],
-                "meaning": decode_index(name, native.shape, index),
+                "meaning": rules.decode_index(name, native.shape, index),
                 "native": float(native[index]),
                 "reference": float(reference[index]),
                 "oracle": float(oracle[index]),
@@ -120,6 +108,7 @@ def _worst_rows(name, native, reference, oracle, flat_indices, errors) -> list:
 
 
 def compare_tensor(
+    rules: TensorRules,
     name: str,
     case: str,
     batch_size: int,
@@ -134,7 +123,8 @@ def compare_tensor(
     bounds: tuple | None = None,
     strict: tuple | None = None,
 ) -> TensorResult:
-    """context: for mining.negatives, the per-prior losses and labels of each side (see compare_traces);
+    """rules: the model's (parity/core/rules.py); context: for a selection, the ranking losses and labels of each side
+    (selection_context);
     strict_oracle: what native64 is held to (default: oracle); fed_by: see tolerance.oracle_bound; bounds: the
     error model's per-element bounds (native's, reference's) on |side - oracle| (parity/error_model), which then
     judge the float32 sides instead of tolerance.oracle_bound, and optionally whether the native bound assumed a
@@ -142,8 +132,8 @@ def compare_tensor(
     judged earlier (strict_check), instead of native64."""
     strict_oracle = oracle if strict_oracle is None else strict_oracle
     if strict is None and native64 is not None:
-        strict = strict_check(name, native64, strict_oracle, context or {})
-    kind = tensor_kind(name)
+        strict = strict_check(rules, name, native64, strict_oracle, context or {})
+    kind = rules.kind(name)
     result = TensorResult(name, kind, case, batch_size, [], "", "pass")
     missing = [side for side, a in (("native", native), ("reference", reference), ("oracle", oracle)) if a is None]
     if missing:
@@ -157,15 +147,15 @@ def compare_tensor(
         return result
 
     if kind == "index":
-        _judge_index(result, native, reference, context or {})
+        _judge_index(rules, result, native, reference, context or {})
     else:
         _check_nonfinite(result, native, reference)
-        if bounds is not None and bounds[0] is not None and result.kind != "priors":
-            _judge_elementwise(result, native, reference, oracle, *bounds[:2])
+        if bounds is not None and bounds[0] is not None and result.kind != "exact":
+            _judge_elementwise(rules, result, native, reference, oracle, *bounds[:2])
             if len(bounds) > 2 and bounds[2]:
                 result.bound["assumed_missing"] = True
         else:
-            _judge_against_oracle(result, native, reference, oracle, inherited, fed_by)
+            _judge_against_oracle(rules, result, native, reference, oracle, inherited, fed_by)
     if strict is not None:
         result.strict64, reasons = strict
         result.reasons += reasons
@@ -173,15 +163,15 @@ def compare_tensor(
     return result
 
 
-def strict_check(name: str, native64: np.ndarray | None, strict_oracle: np.ndarray | None,
+def strict_check(rules: TensorRules, name: str, native64: np.ndarray | None, strict_oracle: np.ndarray | None,
                  context: dict) -> tuple | None:
     """The strict check of one tensor: native float64 against the float64 oracle -> (strict64 dict, reasons), or
     None where either lacks the tensor or their shapes differ (the float32 comparison reports that)."""
     if native64 is None or strict_oracle is None or np.shape(native64) != np.shape(strict_oracle):
         return None
-    if tensor_kind(name) == "index":
-        return _strict64_index(name, native64, strict_oracle, context)
-    return _strict64_values(tensor_kind(name), native64, strict_oracle)
+    if rules.kind(name) == "index":
+        return _strict64_index(rules, name, native64, strict_oracle, context)
+    return _strict64_values(rules.kind(name), native64, strict_oracle)
 
 
 def _check_nonfinite(result, native, reference) -> None:
@@ -215,10 +205,10 @@ class _OracleErrors:
         return 0 if within else self.count_beyond(bound)
 
 
-def _judge_against_oracle(result, native, reference, oracle, inherited, fed_by=None) -> None:
-    """The float32 verdict: priors bit-identical to the reference, everything else within the oracle bounds."""
-    if result.kind == "priors":
-        bound = exact_bound("same construction as torchvision's DefaultBoxGenerator at the same precision")
+def _judge_against_oracle(rules, result, native, reference, oracle, inherited, fed_by=None) -> None:
+    """The float32 verdict: exact tensors bit-identical to the reference, everything else within the oracle bounds."""
+    if result.kind == "exact":
+        bound = exact_bound(rules.exact[result.name])
         result.metrics = error_metrics(native, reference)
         errors = _errors_any(native, reference, reference.astype(np.float64))
     else:
@@ -247,7 +237,7 @@ def _judge_against_oracle(result, native, reference, oracle, inherited, fed_by=N
                 f"RMS error {errors.rms:.3g} beyond {bound.rms_value:.3g} "
                 f"({bound.factor:.3g} x reference RMS error {bound.reference_rms:.3g} + floor)"
             )
-    result.worst = _worst_rows(result.name, native, reference, oracle, errors.worst, errors.worst_errors)
+    result.worst = _worst_rows(rules, result.name, native, reference, oracle, errors.worst, errors.worst_errors)
 
 
 @dataclass
@@ -288,7 +278,7 @@ def _margins(side, oracle, bound) -> _Margins:
     return _Margins(beyond, largest, largest_error, worst[order], worst_margins[order], worst_errors[order])
 
 
-def _judge_elementwise(result, native, reference, oracle, native_bound, reference_bound) -> None:
+def _judge_elementwise(rules, result, native, reference, oracle, native_bound, reference_bound) -> None:
     """The float32 verdict under the error model: every element of the native side within its own bound, and
     the reference's float32, a correct implementation, within its own (else the bound is wrong: a harness error)."""
     if _all_finite(result, oracle):
@@ -310,27 +300,27 @@ def _judge_elementwise(result, native, reference, oracle, native_bound, referenc
     result.oracle = {"native_error": native_side.largest_error, "reference_error": reference_side.largest_error}
     if reference_side.beyond:
         result.harness_error = True
-        where = _meaning(result.name, reference.shape, reference_side.worst)
+        where = _meaning(rules, result.name, reference.shape, reference_side.worst)
         result.reasons.append(
             f"harness error: the reference's own float32 exceeds the error model's bound at {reference_side.beyond} "
             f"of {reference.size} elements (largest error/bound {reference_side.largest:.3g}, at {where}): the "
             f"bound is wrong, not the port")
     if native_side.beyond:
-        where = _meaning(result.name, native.shape, native_side.worst)
+        where = _meaning(rules, result.name, native.shape, native_side.worst)
         result.reasons.append(
             f"{native_side.beyond} of {native.size} elements beyond their bound (largest error/bound "
             f"{native_side.largest:.3g}, at {where}; the reference's largest {reference_side.largest:.3g})")
-    rows = _worst_rows(result.name, native, reference, oracle, native_side.worst, native_side.worst_errors)
+    rows = _worst_rows(rules, result.name, native, reference, oracle, native_side.worst, native_side.worst_errors)
     for row, flat, margin in zip(rows, native_side.worst, native_side.worst_margins):
         row.update({"bound": float(native_bound.ravel()[flat]), "margin": float(margin)})
     result.worst = rows
 
 
-def _meaning(name, shape, worst) -> str:
+def _meaning(rules, name, shape, worst) -> str:
     if not len(worst):
         return "-"
     index = np.unravel_index(int(worst[0]), shape)
-    meaning = decode_index(name, shape, index)
+    meaning = rules.decode_index(name, shape, index)
     return f"{list(map(int, index))}" + (f" ({meaning})" if meaning else "")
 
 
@@ -423,9 +413,9 @@ def _largest_difference(native64, strict_oracle) -> float:
 
 
 def _strict64_values(kind, native64, strict_oracle) -> tuple:
-    """Native float64 against the float64 oracle (priors: bit-identical)."""
+    """Native float64 against the float64 oracle (exact tensors: bit-identical)."""
     largest = _largest_difference(native64, strict_oracle)
-    if kind == "priors":
+    if kind == "exact":
         bound, passed = exact_bound("float64"), bool(np.array_equal(native64, strict_oracle))
     else:
         bound = strict64_bound(strict_oracle)
@@ -435,79 +425,83 @@ def _strict64_values(kind, native64, strict_oracle) -> tuple:
     return {"max_abs": largest, "bound": bound.to_dict(), "passed": passed}, reasons
 
 
-def _strict64_index(name, native64, strict_oracle, context) -> tuple:
-    if name == "mining.negatives":
-        strict = strict64_bound(context["strict_loss"]).value
-        diff = compare_negatives(native64, strict_oracle, context["strict_loss"], context["native64_loss"],
-                                 context["strict_labels"], strict)
+def _strict64_index(rules, name, native64, strict_oracle, context) -> tuple:
+    if name in rules.selections:
+        c = context[name]
+        strict = strict64_bound(c["strict_loss"]).value
+        diff = compare_selection(rules, name, native64, strict_oracle, c["strict_loss"], c["native64_loss"],
+                                 c["strict_labels"], strict)
     else:
-        diff = compare_exact(name, native64, strict_oracle)
+        diff = compare_exact(rules, name, native64, strict_oracle)
     return ({"mismatches": diff.mismatches, "ties": diff.ties, "passed": diff.mismatches == 0},
             [f"native float64 vs oracle: {r}" for r in diff.reasons])
 
 
-def _judge_index(result, native, reference, context) -> None:
-    result.bound = exact_bound("integer decisions; negatives up to ties at the selection boundary").to_dict()
-    if result.name == "mining.negatives":
-        diff = compare_negatives(native, reference, context["reference_loss"], context["native_loss"],
-                                 context["reference_labels"], context["loss_window"])
+def _judge_index(rules, result, native, reference, context) -> None:
+    result.bound = exact_bound("integer decisions; selections up to ties at the selection boundary").to_dict()
+    if result.name in rules.selections:
+        c = context[result.name]
+        diff = compare_selection(rules, result.name, native, reference, c["reference_loss"], c["native_loss"],
+                                 c["reference_labels"], c["loss_window"])
     else:
-        diff = compare_exact(result.name, native, reference)
+        diff = compare_exact(rules, result.name, native, reference)
     result.mismatches, result.ties, result.worst = diff.mismatches, diff.ties, diff.worst
     result.metrics = {"differing": int(np.sum(native != reference)), "ties": diff.ties}
     result.reasons += diff.reasons
 
 
-# The per-prior losses and labels the mining comparison reads its ties from.
-LOSS_KEY, LABELS_KEY = "loss.cls_per_prior", "match.labels"
+def selection_context(rules, native, reference, oracle, error_model=None) -> dict:
+    """selection name -> the ranking losses and labels its comparison reads its ties from, for every selection whose
+    losses the reference trace holds."""
+    context = {}
+    for name, selection in rules.selections.items():
+        loss = selection.loss
+        if loss not in reference:
+            continue
+        # A dump without the ranking losses: ties at the selection boundary are read from the reference's losses.
+        context[name] = {"reference_loss": reference[loss], "native_loss": native.get(loss, reference[loss]),
+                         "reference_labels": reference[selection.labels],
+                         "loss_window": loss_window(error_model, loss, native, reference, oracle)}
+    return context
 
 
-def _negatives_context(native, reference, oracle, error_model=None) -> dict:
-    if LOSS_KEY not in reference:
-        return {}
-    # A dump without the per-prior losses: ties at the selection boundary are read from the reference's losses.
-    native_loss = native.get(LOSS_KEY, reference[LOSS_KEY])
-    return {"reference_loss": reference[LOSS_KEY], "native_loss": native_loss, "reference_labels": reference[LABELS_KEY],
-            "loss_window": loss_window(error_model, native, reference, oracle)}
-
-
-def loss_window(error_model, native, reference, oracle):
-    """How far the two sides' per-prior losses may each be from the exact ones, added: the mining comparison's tie
-    window ([B,P], the error model's bounds, element by element). Without an error model (a trajectory's own
-    comparison), the reference's float32 error bound, one number."""
-    reference_bound = None if error_model is None else error_model.bound(LOSS_KEY, reference)
+def loss_window(error_model, loss, native, reference, oracle):
+    """How far the two sides' ranking losses `loss` may each be from the exact ones, added: a selection
+    comparison's tie window ([B,N], the error model's bounds, element by element). Without an error model (a
+    trajectory's own comparison), the reference's float32 error bound, one number."""
+    reference_bound = None if error_model is None else error_model.bound(loss, reference)
     if reference_bound is None:
-        return oracle_bound(reference[LOSS_KEY], oracle[LOSS_KEY]).value
-    native_side = native if np.shape(native.get(LOSS_KEY)) == np.shape(reference[LOSS_KEY]) else reference
-    return reference_bound + error_model.bound(LOSS_KEY, native_side)
+        return oracle_bound(reference[loss], oracle[loss]).value
+    native_side = native if np.shape(native.get(loss)) == np.shape(reference[loss]) else reference
+    return reference_bound + error_model.bound(loss, native_side)
 
 
-def strict_checks(native64: dict, strict_oracle: dict) -> dict:
+def strict_checks(rules: TensorRules, native64: dict, strict_oracle: dict) -> dict:
     """name -> the strict check's outcome (strict_check) for every tensor both float64 traces hold. Judged before
     the float32 sides, so native64 and its oracle can be freed before the error model's bounds need memory."""
-    context = {"native64_loss": native64.get(LOSS_KEY), "strict_loss": strict_oracle.get(LOSS_KEY),
-               "strict_labels": strict_oracle.get(LABELS_KEY)}
-    outcomes = {name: strict_check(name, value, strict_oracle.get(name), context)
+    context = {name: {"native64_loss": native64.get(s.loss), "strict_loss": strict_oracle.get(s.loss),
+                      "strict_labels": strict_oracle.get(s.labels)} for name, s in rules.selections.items()}
+    outcomes = {name: strict_check(rules, name, value, strict_oracle.get(name), context)
                 for name, value in native64.items()}
     return {name: outcome for name, outcome in outcomes.items() if outcome is not None}
 
 
-def compare_traces(case: str, batch_size: int, native: dict, reference: dict, oracle: dict, native64: dict | None = None,
+def compare_traces(rules: TensorRules, case: str, batch_size: int, native: dict, reference: dict, oracle: dict, native64: dict | None = None,
                    strict_oracle: dict | None = None, routing_ties: dict | None = None, error_model=None,
                    kept_bounds: dict | None = None, strict: dict | None = None) -> list:
     """Every tensor named on either side, in the reference's execution order; a name on one side only fails.
 
-    strict_oracle: the float64 run native64 is held to, when it differs from `oracle` (routing ties replayed);
+    rules: the model's (parity/core/rules.py); strict_oracle: the float64 run native64 is held to, when it differs from `oracle` (routing ties replayed);
     routing_ties: near-tied pooling windows per pool tap, reported as that tap's ties; error_model: a
-    parity.error_model.ErrorModel of this run, whose per-element bounds then judge every float tensor (without
+    model's error model of this run (bound(name, side) -> per-element bounds or None), whose per-element bounds then judge every float tensor (without
     one, tolerance.oracle_bound does); kept_bounds: a dict that receives the reference's bounds (float32, rounded
     up), which the isolated replay's stages are held to; strict: the strict checks judged already (strict_checks),
     instead of native64."""
     names = list(reference) + [n for n in native if n not in reference]
     strict_oracle = oracle if strict_oracle is None else strict_oracle
     if strict is None and native64 is not None:
-        strict = strict_checks(native64, strict_oracle)
-    context = _negatives_context(native, reference, oracle, error_model)
+        strict = strict_checks(rules, native64, strict_oracle)
+    context = selection_context(rules, native, reference, oracle, error_model)
     results, inherited = [], 1.0
     with large_blocks_returned():  # the bounds' temporaries would fragment the heap
         output_gradient_nonzero = None  # of the last grad/<tap>: the layer whose parameter gradients follow it
@@ -515,8 +509,8 @@ def compare_traces(case: str, batch_size: int, native: dict, reference: dict, or
             if n.startswith("grad/") and oracle.get(n) is not None:
                 output_gradient_nonzero = int(np.count_nonzero(oracle[n]))
             fed_by = output_gradient_nonzero if n.startswith("param_grad/") else None
-            bounds = _bounds(error_model, n, native, reference, oracle, kept_bounds)
-            result = compare_tensor(n, case, batch_size, native.get(n), reference.get(n), oracle.get(n),
+            bounds = _bounds(rules, error_model, n, native, reference, oracle, kept_bounds)
+            result = compare_tensor(rules, n, case, batch_size, native.get(n), reference.get(n), oracle.get(n),
                                     context=context, inherited=inherited, fed_by=fed_by, bounds=bounds,
                                     strict=(strict or {}).get(n))
             result.ties += (routing_ties or {}).get(n, 0)
@@ -526,12 +520,12 @@ def compare_traces(case: str, batch_size: int, native: dict, reference: dict, or
     return results
 
 
-def _bounds(error_model, name, native, reference, oracle, kept_bounds) -> tuple | None:
+def _bounds(rules, error_model, name, native, reference, oracle, kept_bounds) -> tuple | None:
     """(native's, reference's) per-element bounds of one tensor and whether the native's assumed a tensor the native
     side lacks; None where the error model does not bound it."""
     if error_model is None or reference.get(name) is None or oracle.get(name) is None:
         return None
-    if tensor_kind(name) in ("index", "priors"):
+    if rules.kind(name) in ("index", "exact"):
         return None
     reference_bound = error_model.bound(name, reference)
     if reference_bound is None:
@@ -559,17 +553,3 @@ def _error_ratio(result) -> float:
     if o.get("reference_rms"):
         ratios.append(o["native_rms"] / o["reference_rms"])
     return max(ratios)
-
-
-def compare_sides(traces) -> list:
-    """compare_traces on a parity.sides.SideTraces, the strict checks first: the float64 native trace is freed
-    before the float32 sides are judged (SideTraces.drop_native64)."""
-    from .error_model import error_model_for
-
-    s = traces.scenario
-    strict = strict_checks(traces.native64, traces.strict_oracle) if traces.native64 is not None else None
-    traces.drop_native64()  # the strict checks were its last reader
-    kept = traces.reference_bounds = {}
-    return compare_traces(s.id, s.batch_size, traces.native, traces.reference, traces.oracle,
-                          routing_ties=traces.routing_ties, error_model=error_model_for(traces), kept_bounds=kept,
-                          strict=strict)

@@ -10,7 +10,7 @@ gamma(n) is the smaller of the two.
 
 LAMBDA: the chance of a false alarm anywhere in a sweep is at most 2 * (sum over judged elements of their n) *
 exp(-LAMBDA^2 (1-u)^2 / 2). `make test` judges about 2e9 elements (both float32 sides, propagated and isolated,
-every case) with n at most 4e5 (a weight gradient of conv1_1 at batch 4): at most 1e15 terms, and LAMBDA = 11 puts
+every case) with n at most 4e5 (SSD300's first weight gradient at batch 4): at most 1e15 terms, and LAMBDA = 11 puts
 the chance below 2e15 * exp(-60.5) = 1e-11, within the 1e-6 asked of the whole suite with room for many sweeps.
 """
 

@@ -1,6 +1,6 @@
 """A failure message in the spirit of torch.testing's: what differs, by how much, where, and what that means."""
 
-from .layout import format_meaning
+from .rules import format_meaning
 
 
 def explain(result) -> str:
