@@ -61,7 +61,7 @@ def pytest_runtest_teardown(item, nextitem):
     at 4.8 GB between cases of a few hundred MB; make test's peak 9.2 GB in the full-SSD300 trajectory, 4.7 GB
     alone, with 2.3 GB of cached SSD300 models beside it)."""
     if nextitem is None or nextitem.module is not item.module:
-        from parity.sides import forget_models  # loads torch and the native module
+        from models.ssd300.sides import forget_models  # loads torch and the native module
 
         _clear_caches_of(item.module)
         forget_models()

@@ -159,9 +159,9 @@ class Sides:
     def __init__(self, dtype=np.float32):
         import torch
 
-        from reference.configs import get_config
-        from reference.model import build_reference, state_dict_arrays
-        from .sides import NATIVE_MODELS, TORCH_DTYPES
+        from models.ssd300.reference.configs import get_config
+        from models.ssd300.reference.model import build_reference, state_dict_arrays
+        from models.ssd300.sides import NATIVE_MODELS, TORCH_DTYPES
 
         scenario = self.scenario(1)
         self.torch_model = build_reference(get_config(scenario.config), scenario.weights_seed, TORCH_DTYPES[np.dtype(dtype)])
@@ -171,7 +171,7 @@ class Sides:
 
     @staticmethod
     def scenario(batch_size: int):
-        from .scenario import load_scenarios
+        from models.ssd300.scenarios import load_scenarios
 
         return load_scenarios(SCENARIO, [batch_size])[0]
 
@@ -201,7 +201,7 @@ class Sides:
         import torch
         from torchvision.models.detection.image_list import ImageList
 
-        from reference.loss import run_loss
+        from models.ssd300.reference.loss import run_loss
 
         model, images = self.torch_model, torch.from_numpy(batch[0])
         boxes = [torch.from_numpy(b) for b in batch[1]]
@@ -244,8 +244,8 @@ def conv_layers(sides: Sides) -> list:
 
 
 def layer_rows(sides: Sides, repeats: int) -> list:
-    import torch
     import ssd_native
+    import torch
 
     rows = []
     for name, conv, x in conv_layers(sides):
@@ -281,7 +281,7 @@ def step_memory(sides: Sides, batch_size: int) -> dict:
     """Peak resident memory of each side's first training step, each in a fresh process (parity/bench_memory.py)."""
     from safetensors.numpy import save_file
 
-    from reference.model import state_dict_arrays
+    from models.ssd300.reference.model import state_dict_arrays
 
     images, boxes, labels = sides.inputs(batch_size)
     arrays = dict(state_dict_arrays(sides.torch_model), **{"batch.images": images})
@@ -343,16 +343,17 @@ def harness_overhead(rounds: int) -> dict:
 
 
 def _parity_models() -> None:
-    """The parity run's float32 models (reference and native), built once and kept (parity/sides.py). The float64
-    ones are built afresh by every run (0.2 s for SSD300), which the harness's time includes."""
-    from .sides import native_model_for
+    """The parity run's float32 models (reference and native), built once and kept (models/ssd300/sides.py). The
+    float64 ones are built afresh by every run (0.2 s for SSD300), which the harness's time includes."""
+    from models.ssd300.sides import native_model_for
 
     native_model_for(Sides.scenario(4))  # with the reference it is built from
 
 
 def _parity_run() -> None:
     """Every side of the default scenario at batch 4 with all taps, every comparison, the report."""
-    from .case import run_case
+    from models.ssd300.case import run_case
+
     from .core.report import build_report, write_report
 
     results = run_case(Sides.scenario(4))
@@ -389,8 +390,8 @@ def code_version() -> str:
 
 
 def run(profile: Profile, threads: int, output: Path, console) -> int:
-    import torch
     import ssd_native
+    import torch
 
     from .machine import machine_facts
 

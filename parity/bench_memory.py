@@ -46,8 +46,8 @@ def native_step(weights: dict, images, boxes, labels):
 def torch_step(weights: dict, images, boxes, labels):
     import torch
 
-    from reference.configs import get_config
-    from reference.model import build_reference
+    from models.ssd300.reference.configs import get_config
+    from models.ssd300.reference.model import build_reference
 
     sides = Sides.__new__(Sides)
     scenario = Sides.scenario(len(images))

@@ -13,15 +13,15 @@ from functools import lru_cache
 
 import numpy as np
 
-from reference.loss import LOSS_TAPS
-from reference.step import step_order
-from reference.taps import FORWARD_TAPS
+from models.ssd300.case import run_case
+from models.ssd300.facts import scenario_facts
+from models.ssd300.reference.loss import LOSS_TAPS
+from models.ssd300.reference.step import step_order
+from models.ssd300.reference.taps import FORWARD_TAPS
+from models.ssd300.scenarios import load_scenarios
+from models.ssd300.sides import reference_model, run_sides
 
-from .case import run_case
-from .facts import scenario_facts
 from .core.heap import release_memory
-from .scenario import load_scenarios
-from .sides import reference_model, run_sides
 
 NARROW_SCENARIOS = ["narrow", "empty_image", "many_boxes", "border_tiny_shared", "large_logits", "zero_image"]
 CASES = ([("default", 1), ("small_objects", 2)] + [(name, b) for name in NARROW_SCENARIOS for b in (1, 2, 4)]

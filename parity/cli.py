@@ -10,10 +10,11 @@ from pathlib import Path
 
 from rich.markup import escape
 
+from models.ssd300.scenarios import DEFAULT_SCENARIO
+
 from .console import wide_console
 from .core.heap import reuse_freed_memory
 from .core.report import DEFAULT_REPORT, build_report, print_summary, write_report
-from .scenario import DEFAULT_SCENARIO, load_scenarios
 
 
 def _batch_sizes(text: str | None) -> list | None:
@@ -49,23 +50,18 @@ def _picture_first_divergence(traces, results: list, directory: Path) -> None:
 
 
 def _packaged_models() -> list:
-    """The models with a package under models/ whose __init__ gives load_scenarios and run_case (SSD300's case runs
-    through parity/case.py)."""
+    """The models with a package under models/: its __init__ gives load_scenarios and run_case."""
     root = Path(__file__).resolve().parent.parent / "models"
-    return sorted(p.name for p in root.iterdir() if (p / "__init__.py").exists() and p.name != "ssd300")
+    return sorted(p.name for p in root.iterdir() if (p / "__init__.py").exists())
 
 
 def _case_runner(args):
-    """-> (scenarios, run one case) of the model asked for."""
-    if args.model != "ssd300":  # a model under models/: its package gives its scenarios and its case
-        import importlib
+    """-> (scenarios, run one case) of the model asked for, the case drawing its first divergence's pictures."""
+    import importlib
 
-        model = importlib.import_module(f"models.{args.model}")
-        return model.load_scenarios(args.scenario, args.batch_sizes), model.run_case
-    from .case import run_case
-
+    model = importlib.import_module(f"models.{args.model}")
     pictures = lambda traces, propagated: _picture_first_divergence(traces, propagated, Path(args.report).parent / "diff")
-    return load_scenarios(args.scenario, args.batch_sizes), lambda scenario: run_case(scenario, inspect=pictures)
+    return model.load_scenarios(args.scenario, args.batch_sizes), lambda scenario: model.run_case(scenario, pictures)
 
 
 def cmd_run(args) -> int:
@@ -84,14 +80,14 @@ def cmd_run(args) -> int:
 
 def cmd_compare(args) -> int:
     """A dump from any port (parity/dump.py) against the reference on the dump's scenario."""
-    from reference.step import step_order
+    from models.ssd300.case import compare_sides
+    from models.ssd300.isolated import isolated_results
+    from models.ssd300.reference.step import step_order
+    from models.ssd300.sides import reference_model_for, run_sides
 
-    from .case import compare_sides
     from .dump import load_dump_case
     from .dump_manifest import ISOLATED
-    from .isolated import isolated_results
     from .partial import group_of, split_not_provided
-    from .sides import reference_model_for, run_sides
     from .stage_files import DumpedStages, reference_for_stages, split_isolated
 
     console = wide_console()
@@ -115,10 +111,11 @@ def cmd_compare(args) -> int:
 
 def cmd_dump(args) -> int:
     """Write the project's own native module's trace in the dump format (what a C port would write)."""
+    from models.ssd300.scenarios import load_scenarios
+    from models.ssd300.sides import native_step
+
     from .dump import write_dump
     from .dump_inputs import checksums, scenario_inputs
-    from .scenario import load_scenarios
-    from .sides import native_step
 
     scenario = load_scenarios(args.scenario, [args.batch_size])[0]
     images = scenario.images()
@@ -129,7 +126,8 @@ def cmd_dump(args) -> int:
 
 def cmd_stage_inputs(args) -> int:
     """The reference's inputs to every stage of the isolated replay, for a port to compute them from files."""
-    from .scenario import load_scenarios
+    from models.ssd300.scenarios import load_scenarios
+
     from .stage_files import write_stage_inputs
 
     print(write_stage_inputs(Path(args.out), load_scenarios(args.scenario, [args.batch_size])[0]))
@@ -138,8 +136,9 @@ def cmd_stage_inputs(args) -> int:
 
 def cmd_inputs(args) -> int:
     """Everything a port needs to compute a scenario's step, in the dump format (parity/dump_inputs.py)."""
+    from models.ssd300.scenarios import load_scenarios
+
     from .dump_inputs import write_inputs
-    from .scenario import load_scenarios
 
     print(write_inputs(Path(args.out), load_scenarios(args.scenario, [args.batch_size])[0]))
     return 0
@@ -149,7 +148,7 @@ def cmd_faults(args) -> int:
     """Every catalogued fault switched on in turn: detected? localized to the tensor where it starts?"""
     from rich.table import Table
 
-    from .faults import CATALOGUE, LADDER_MARGIN, check_fault
+    from models.ssd300.faults import CATALOGUE, LADDER_MARGIN, check_fault
 
     console = wide_console()
     chosen = [f for f in CATALOGUE if not args.only or f.name in args.only]
@@ -242,7 +241,6 @@ def cmd_diff(args) -> int:
 
 def cmd_bench(args) -> int:
     import os
-
     from dataclasses import replace
 
     from .bench import DEFAULT, FULL, run
@@ -273,7 +271,7 @@ def main(argv=None) -> int:
         p.add_argument("--batch-sizes", type=_batch_sizes, default=None, help="e.g. 1,2,4 (default: the fixture's)")
         if name == "run":
             p.add_argument("--report", default=str(DEFAULT_REPORT), help="JSON report path")
-            p.add_argument("--model", choices=("ssd300", *_packaged_models()), default="ssd300",
+            p.add_argument("--model", choices=_packaged_models(), default="ssd300",
                            help="the model compared (resnet8: --scenario random|offset|zero_image, default all)")
         else:
             p.add_argument("layer", help="a tap name, e.g. conf_head")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .scenes import SHAPE_CLASSES, make_scene, normalize
+from models.ssd300.scenes import SHAPE_CLASSES, make_scene, normalize
 
 SAMPLE_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "dataset"
 ITEM_SPEC = {"objects": [1, 4], "box_size": [30, 220]}

@@ -6,13 +6,14 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from models.ssd300.case import compare_sides
+from models.ssd300.scenarios import load_scenarios
+from models.ssd300.sides import run_sides
+
 from .cases import tensor_names
-from .case import compare_sides
 from .console import wide_console
-from .diff_plots import error_array, save_pictures, text_histogram
 from .core.rules import format_meaning
-from .scenario import load_scenarios
-from .sides import run_sides
+from .diff_plots import error_array, save_pictures, text_histogram
 
 
 def known_taps() -> list:

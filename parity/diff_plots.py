@@ -5,9 +5,8 @@ from pathlib import Path
 
 import numpy as np
 
-from reference.configs import ANCHORS_PER_LOCATION, SOURCE_SIZES
-
 from models.ssd300.layout import SOURCE_OFFSETS
+from models.ssd300.reference.configs import ANCHORS_PER_LOCATION, SOURCE_SIZES
 from parity.core.html_report import picture_stem
 
 MAX_CHANNELS = 16

@@ -30,8 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from .dump_layouts import to_harness_layout
-from .dump_manifest import (BOOLEAN_TENSORS, DTYPES, FORMAT, DumpError, check_index_values, harness_name,
-                            load_manifest)
+from .dump_manifest import BOOLEAN_TENSORS, DTYPES, FORMAT, DumpError, check_index_values, harness_name, load_manifest
 
 
 def _file_name(name: str) -> str:
@@ -114,10 +113,10 @@ def load_dump_case(directory: Path) -> tuple:
     """A dump read and checked against its scenario: -> (Scenario, {name: array}, {harness name: port name} where
     the manifest maps them). A dump of an unknown scenario, with a label or match its scenario cannot have, or
     computed on other inputs is a DumpError."""
-    from reference.configs import get_config
+    from models.ssd300.reference.configs import get_config
+    from models.ssd300.scenarios import load_scenarios
 
     from .dump_inputs import check_inputs
-    from .scenario import load_scenarios
 
     directory = Path(directory)
     manifest = load_manifest(directory)

@@ -20,8 +20,9 @@ from pathlib import Path
 import numpy as np
 from safetensors.numpy import save_file
 
+from models.ssd300.scenarios import Scenario
+
 from .dump_manifest import DumpError
-from .scenario import Scenario
 
 FORMAT = "ssd-parity-inputs/1"
 DTYPES = {np.dtype(np.float32): "float32", np.dtype(np.int64): "int64"}
@@ -29,9 +30,8 @@ DTYPES = {np.dtype(np.float32): "float32", np.dtype(np.int64): "int64"}
 
 def scenario_inputs(scenario: Scenario) -> dict:
     """name -> array, in the order a port reads them."""
-    from reference.model import state_dict_arrays
-
-    from .sides import reference_model_for
+    from models.ssd300.reference.model import state_dict_arrays
+    from models.ssd300.sides import reference_model_for
 
     inputs = {"images": scenario.images()}
     for i, (boxes, labels) in enumerate(scenario.targets()):

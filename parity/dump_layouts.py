@@ -15,7 +15,7 @@ report shows the port's name beside the harness's (TensorResult.port_name)."""
 
 import numpy as np
 
-from reference.configs import IMAGE_SIZE
+from models.ssd300.reference.configs import IMAGE_SIZE
 
 MAP_LAYOUTS = ("NCHW", "NHWC")
 BOX_LAYOUTS = ("xyxy-pixels", "xyxy-fractions", "cxcywh-pixels", "cxcywh-fractions")

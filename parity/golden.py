@@ -25,9 +25,9 @@ import numpy as np
 from safetensors.numpy import load_file, save_file
 
 from models.ssd300.rules import RULES
+from models.ssd300.scenarios import load_scenarios
 
 from .core.index_compare import compare_exact, compare_selection
-from .scenario import load_scenarios
 
 GOLDEN_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "golden"
 SCENARIO, BATCH_SIZE = "narrow", 1
@@ -47,9 +47,10 @@ def _sha256(path: Path) -> str:
 
 def generate(directory: Path) -> Path:
     """Run the scenario on every side (needs torch) and write the three golden files into `directory`."""
+    from models.ssd300.reference.model import state_dict_arrays
+    from models.ssd300.sides import reference_model, run_sides
+
     from .core.compare import compare_traces
-    from .sides import reference_model, run_sides
-    from reference.model import state_dict_arrays
 
     scenario = load_scenarios(SCENARIO, [BATCH_SIZE])[0]
     traces = run_sides(scenario)

@@ -5,9 +5,8 @@ A tensor the dump lacks is not compared; whatever is computed from it is still j
 missing tensor as far off as a correct port may be (parity/core/error_model). A near-tied decision the dump does not
 show (a pool or ReLU whose tap is missing) is taken the reference's way."""
 
-from reference.loss import LOSS_TAPS
-from reference.taps import FORWARD_TAPS
-
+from models.ssd300.reference.loss import LOSS_TAPS
+from models.ssd300.reference.taps import FORWARD_TAPS
 from models.ssd300.rules import RULES
 
 from .core.compare import TensorResult

@@ -10,7 +10,7 @@ tap, `input` (the images), every `grad/<tap>` (each backward stage starts from t
                                          and labels of the inputs)
 
 A port computes each stage from those inputs alone and adds its outputs to its dump as `isolated/<name>`; compare
-then gives the isolated verdicts and first divergence, as for this project's own module (parity/isolated.py runs
+then gives the isolated verdicts and first divergence, as for this project's own module (models/ssd300/isolated.py runs
 the same code over the dump, through DumpedStages). The reference is the one a dump without tensors of its own
 is compared to (run_sides with an empty native trace), so both runs see the same values.
 """
@@ -19,14 +19,14 @@ from pathlib import Path
 
 import numpy as np
 
-from reference.routing import replayed_relu_pass
-from reference.step import backward_order
-from reference.taps import FORWARD_TAPS, stage_inputs
+from models.ssd300.isolated import LOSS_STAGE_OUTPUTS, LOSS_STAGES
+from models.ssd300.reference.routing import replayed_relu_pass
+from models.ssd300.reference.step import backward_order
+from models.ssd300.reference.taps import FORWARD_TAPS, stage_inputs
+from models.ssd300.scenarios import Scenario
+from models.ssd300.sides import reference_model_for, run_sides
 
 from .dump_manifest import ISOLATED, harness_name
-from .isolated import LOSS_STAGE_OUTPUTS, LOSS_STAGES
-from .scenario import Scenario
-from .sides import reference_model_for, run_sides
 
 
 def stage_list(scenario: Scenario) -> list:
@@ -63,7 +63,7 @@ def write_stage_inputs(directory: Path, scenario: Scenario) -> Path:
 
 class DumpedStages:
     """A port's isolated outputs (`isolated/<name>` in its dump) behind the native model's isolated API, so that
-    parity/isolated.py judges them exactly as it judges this project's module. A stage whose outputs the dump
+    models/ssd300/isolated.py judges them exactly as it judges this project's module. A stage whose outputs the dump
     lacks raises, which fails that stage with the message."""
 
     def __init__(self, isolated: dict):

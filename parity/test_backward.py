@@ -4,8 +4,20 @@ reference, per scenario and batch size; and the coverage of parameter gradients.
 import numpy as np
 import pytest
 
-from .cases import (CASES, FULL_SSD300_GROUP, NARROW_SCENARIOS, case_params, facts_for, gradient_coverage, judge,
-                    parameter_coverage, results_for, scenario_for, sweep_params, tensor_names)
+from .cases import (
+    CASES,
+    FULL_SSD300_GROUP,
+    NARROW_SCENARIOS,
+    case_params,
+    facts_for,
+    gradient_coverage,
+    judge,
+    parameter_coverage,
+    results_for,
+    scenario_for,
+    sweep_params,
+    tensor_names,
+)
 
 NAMES = tensor_names()
 
@@ -89,13 +101,13 @@ def test_two_steps_reach_the_last_head_layers():
 
 
 def test_the_decision_boundary_scenario_sits_on_its_boundaries():
-    """The boxes of parity/boundary_boxes.py in their scenario: the prior at IoU exactly 0.5 is matched (a `>`
+    """The boxes of models/ssd300/boundary_boxes.py in their scenario: the prior at IoU exactly 0.5 is matched (a `>`
     would leave it background) and the prior between two equal boxes goes to the first of them, on the reference
     and, compared exactly, on the native side."""
     import torch
     from torchvision.ops import box_iou
 
-    from .boundary_boxes import boundary_boxes, priors
+    from models.ssd300.boundary_boxes import boundary_boxes, priors
 
     marks = boundary_boxes()
     boxes, _ = scenario_for("decision_boundaries", 2).targets()[0]
@@ -117,8 +129,8 @@ def test_the_photos_scenario_is_the_photographs_and_their_boxes():
     import torch
     from PIL import Image
 
-    from .photos import ANNOTATIONS, PHOTO_DIR
-    from .scenes import normalize
+    from models.ssd300.photos import ANNOTATIONS, PHOTO_DIR
+    from models.ssd300.scenes import normalize
 
     scenario = scenario_for("photos", 2)
     annotations = json.loads(ANNOTATIONS.read_text())

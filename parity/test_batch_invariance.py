@@ -8,11 +8,11 @@ from functools import lru_cache
 import numpy as np
 import pytest
 
-from reference.taps import FORWARD_TAPS
+from models.ssd300.error_model import ErrorModel
+from models.ssd300.reference.taps import FORWARD_TAPS
+from models.ssd300.sides import native_forward, reference_forward, reference_model_for
 
 from .cases import scenario_for, xdist_group
-from models.ssd300.error_model import ErrorModel
-from .sides import native_forward, reference_forward, reference_model_for
 
 BATCH = 4
 # The full SSD300 runs in the full-SSD300 xdist group, never beside another full-SSD300 case (memory).

@@ -8,11 +8,13 @@ import hashlib
 import json
 import os
 
-from hypothesis import HealthCheck, Phase, given, seed, settings, strategies as st
+from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import strategies as st
 
-from .case import run_case
+from models.ssd300.case import run_case
+from models.ssd300.scenarios import Scenario
+
 from .core.explain import explain
-from .scenario import Scenario
 
 EXAMPLES = int(os.environ.get("PARITY_GENERATED_EXAMPLES", "3"))
 SEED = int(os.environ.get("PARITY_GENERATED_SEED", "0"))

@@ -7,9 +7,9 @@ resident alone and 12.0 GB inside make test; tests/test_train_faults.py trains t
 import numpy as np
 import pytest
 
-from reference.configs import get_config
-from reference.model import build_reference
-from reference.step import step_order
+from models.ssd300.reference.configs import get_config
+from models.ssd300.reference.model import build_reference
+from models.ssd300.reference.step import step_order
 
 from .cases import FULL_SSD300_GROUP
 from .core.explain import explain

@@ -13,27 +13,26 @@ drift apart as the sides train); the update by the bounds of SGD's few roundings
 deviations of parameter, momentum buffer and gradient (parity/core/error_model/sgd.py). The reference's float32 is held
 to the same bounds. Where rounding left a pool window, ReLU, match or negative pick tied (within those bounds) and
 the native side took the other element, the reference's and the oracle's backward take the native decision there
-(parity/routing_ties.py), so all three sides keep training the same mathematics.
+(models/ssd300/routing_ties.py), so all three sides keep training the same mathematics.
 """
 
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
+import ssd_native
 import torch
 
-import ssd_native
-from reference.configs import get_config
-from reference.model import build_reference, state_dict_arrays
-from reference.step import PendingStep
-
 from models.ssd300.error_model import ErrorModel, TrainedTrace
+from models.ssd300.reference.configs import get_config
+from models.ssd300.reference.model import build_reference, state_dict_arrays
+from models.ssd300.reference.step import PendingStep
+from models.ssd300.routing_ties import reconcile, tie_counts
 from models.ssd300.rules import RULES
 
 from .core.compare import compare_tensor, compare_traces
 from .core.error_model import sgd
 from .core.heap import large_blocks_returned, release_memory
 from .dataset import SyntheticDetection
-from .routing_ties import reconcile, tie_counts
 
 
 @dataclass(frozen=True)

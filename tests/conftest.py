@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from parity.sides import native_model, reference_model
-from reference.model import state_dict_arrays
+from models.ssd300.reference.model import state_dict_arrays
+from models.ssd300.sides import native_model, reference_model
 
 
 @pytest.fixture(scope="session")

@@ -2,12 +2,12 @@
 
 import numpy as np
 import pytest
+import ssd_native
 import torch
 
-import ssd_native
-from parity.sides import reference_model
-from reference.routing import POOL_INPUTS, window_argmax
-from reference.taps import module_taps
+from models.ssd300.reference.routing import POOL_INPUTS, window_argmax
+from models.ssd300.reference.taps import module_taps
+from models.ssd300.sides import reference_model
 
 
 @pytest.mark.parametrize(
@@ -152,7 +152,7 @@ def test_training_step_rejects_bad_targets(narrow_native, image, boxes, labels, 
 def test_degenerate_box_is_rejected_by_the_reference_too():
     import torch
 
-    from reference.loss import check_targets
+    from models.ssd300.reference.loss import check_targets
 
     with pytest.raises(ValueError, match=r"All bounding boxes should have positive height and width"):
         check_targets([torch.tensor([[50.0, 20.0, 50.0, 80.0]])], [torch.tensor([3])], 1)

@@ -6,8 +6,8 @@ import re
 from pathlib import Path
 
 from models.resnet8.spec import FORWARD_TAPS as RESNET8_TAPS
-from reference.loss import LOSS_TAPS
-from reference.taps import FORWARD_TAPS
+from models.ssd300.reference.loss import LOSS_TAPS
+from models.ssd300.reference.taps import FORWARD_TAPS
 
 CORE = Path(__file__).resolve().parent.parent / "parity" / "core"
 

@@ -4,11 +4,11 @@ reductions whose order depends on the thread count, the vector width or where an
 
 import numpy as np
 import pytest
-
 import ssd_native
+
+from models.ssd300.reference.taps import FORWARD_TAPS, stage_inputs
+from models.ssd300.sides import native_model, native_step
 from parity.cases import scenario_for
-from parity.sides import native_model, native_step
-from reference.taps import FORWARD_TAPS, stage_inputs
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
+from models.ssd300.scenarios import load_scenarios
 from parity.cli import main
 from parity.dump_inputs import checksums, scenario_inputs
-from parity.scenario import load_scenarios
 
 
 @pytest.fixture(scope="module")

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import torch
 
+from models.ssd300.reference.configs import IMAGE_SIZE, SOURCE_SIZES
+from models.ssd300.scenarios import load_scenarios
+from models.ssd300.sides import reference_model_for
 from parity.cli import main
 from parity.dump import DumpError, read_dump, write_dump
 from parity.dump_layouts import BOX_LAYOUTS, to_harness_layout
-from parity.sides import reference_model_for
-from parity.scenario import load_scenarios
-from reference.configs import IMAGE_SIZE, SOURCE_SIZES
 
 
 def from_harness_layout(array: np.ndarray, layout: str | None) -> np.ndarray:

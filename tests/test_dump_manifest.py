@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from models.ssd300.scenarios import load_scenarios
 from parity.cli import main
 from parity.dump import DumpError, check_against_scenario, read_dump, write_dump
-from parity.scenario import load_scenarios
 
 VALID = {"conf_head": np.zeros((1, 3, 21), np.float32), "match.labels": np.zeros((1, 3), np.int64),
          "mining.negatives": np.array([[True, False, True]])}

@@ -8,12 +8,12 @@ from functools import lru_cache
 import numpy as np
 import pytest
 
-from parity.cases import scenario_for
 from models.ssd300.error_model import LAMBDA, U, error_model_for, gamma
+from models.ssd300.routing_ties import find_routing_ties
 from models.ssd300.rules import RULES
+from models.ssd300.sides import reference_model_for, run_sides
+from parity.cases import scenario_for
 from parity.core.compare import compare_traces
-from parity.routing_ties import find_routing_ties
-from parity.sides import reference_model_for, run_sides
 
 
 @lru_cache(maxsize=1)

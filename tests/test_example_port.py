@@ -63,10 +63,10 @@ def test_an_unknown_fault_and_missing_inputs_are_clean_errors(port, tmp_path):
 
 
 def test_its_stages_over_files_get_the_isolated_verdicts_of_the_pybind11_route(port, tmp_path):
-    from parity.case import compare_sides
-    from parity.isolated import isolated_results
-    from parity.scenario import load_scenarios
-    from parity.sides import native_model_for
+    from models.ssd300.case import compare_sides
+    from models.ssd300.isolated import isolated_results
+    from models.ssd300.scenarios import load_scenarios
+    from models.ssd300.sides import native_model_for
     from parity.stage_files import reference_for_stages
 
     report = _run(port, tmp_path, isolated=True)

@@ -3,9 +3,9 @@ its report names the tensor where the bug starts, in propagated and in isolated 
 non-finite, the NaN/Inf sentinel names that tensor with the reference finite there."""
 
 import pytest
-
 import ssd_native
-from parity.faults import CATALOGUE, LADDER_MARGIN, check_fault, injected
+
+from models.ssd300.faults import CATALOGUE, LADDER_MARGIN, check_fault, injected
 
 
 def test_catalogue_covers_every_native_fault_switch():

@@ -5,18 +5,18 @@ from functools import lru_cache
 
 import numpy as np
 import pytest
-
 import ssd_native
+
+from models.ssd300.error_model import error_model_for
+from models.ssd300.isolated import isolated_results
+from models.ssd300.layout import SOURCE_OFFSETS
+from models.ssd300.reference.configs import ANCHORS_PER_LOCATION, NUM_PRIORS, SOURCE_SIZES
+from models.ssd300.reference.taps import FORWARD_TAPS
 from models.ssd300.rules import RULES
+from models.ssd300.sides import run_sides
 from parity.cases import scenario_for
 from parity.core.compare import compare_traces
-from models.ssd300.error_model import error_model_for
-from parity.isolated import isolated_results
-from parity.sides import run_sides
-from models.ssd300.layout import SOURCE_OFFSETS
 from parity.core.report import build_report
-from reference.configs import ANCHORS_PER_LOCATION, NUM_PRIORS, SOURCE_SIZES
-from reference.taps import FORWARD_TAPS
 
 
 @lru_cache(maxsize=None)

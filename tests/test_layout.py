@@ -4,7 +4,7 @@ import torch
 from torchvision.models.detection.ssd import SSDScoringHead
 
 from models.ssd300.layout import SOURCE_OFFSETS, decode_index, decode_prior
-from reference.configs import ANCHORS_PER_LOCATION, NUM_PRIORS, SOURCE_SIZES
+from models.ssd300.reference.configs import ANCHORS_PER_LOCATION, NUM_PRIORS, SOURCE_SIZES
 
 
 def _labelled_head_output(depth: int):

@@ -8,7 +8,7 @@ import weakref
 
 import numpy as np
 
-from parity.sides import forget_models, native_model, reference_model
+from models.ssd300.sides import forget_models, native_model, reference_model
 
 
 def test_float64_models_are_built_afresh_and_freed_with_their_last_user():

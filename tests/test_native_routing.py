@@ -8,13 +8,19 @@ import numpy as np
 import pytest
 import torch
 
+from models.ssd300.reference.routing import POOL_INPUTS, window_argmax
+from models.ssd300.reference.taps import module_taps
+from models.ssd300.routing_ties import native_step_routing, same_routing
+from models.ssd300.sides import (
+    native64_routing,
+    native_model_for,
+    native_step,
+    pending_reference_step,
+    reference_model_for,
+    run_sides,
+)
 from parity.cases import scenario_for
-from parity.routing_ties import native_step_routing, same_routing
-from parity.sides import (native64_routing, native_model_for, native_step, pending_reference_step, reference_model_for,
-                          run_sides)
 from parity.core.tolerance import strict64_bound
-from reference.routing import POOL_INPUTS, window_argmax
-from reference.taps import module_taps
 
 
 def _artificial_routing(model, trace: dict, seed: int = 0) -> dict:

@@ -4,8 +4,8 @@ key with 1/8 of the channels; weights are a pure function of the seed."""
 import torch
 from torchvision.models.detection import ssd300_vgg16
 
-from reference.configs import get_config
-from reference.model import build_reference
+from models.ssd300.reference.configs import get_config
+from models.ssd300.reference.model import build_reference
 
 
 def _shapes(model) -> dict:

@@ -1,13 +1,13 @@
-"""reference/loss.py writes torchvision's SSD.compute_loss out step by step; here it is held to torchvision's own
-code, bit for bit, on the same head outputs, anchors and matches."""
+"""models/ssd300/reference/loss.py writes torchvision's SSD.compute_loss out step by step; here it is held to
+torchvision's own code, bit for bit, on the same head outputs, anchors and matches."""
 
 import pytest
 import torch
 
-from parity.scenario import Scenario
-from parity.sides import reference_model
-from reference.loss import match_priors, run_loss
-from reference.taps import run_forward
+from models.ssd300.reference.loss import match_priors, run_loss
+from models.ssd300.reference.taps import run_forward
+from models.ssd300.scenarios import Scenario
+from models.ssd300.sides import reference_model
 
 
 @pytest.mark.parametrize("specs", [(), ({"empty": True}, {}), ({"objects": [50, 60], "box_size": [10, 90]},)],

@@ -1,10 +1,10 @@
-"""The routed ReLU and max-pool (reference/routing.py): torch's own forward and backward when no routing is set,
-and the gradient sent where the routing says when it is set after the forward."""
+"""The routed ReLU and max-pool (models/ssd300/reference/routing.py): torch's own forward and backward when no
+routing is set, and the gradient sent where the routing says when it is set after the forward."""
 
 import torch
 from torch import nn
 
-from reference.routing import Routing, install_routing
+from models.ssd300.reference.routing import Routing, install_routing
 
 
 def _run(module: nn.Module, x: torch.Tensor, routing: Routing, entry=None) -> tuple:

@@ -1,8 +1,8 @@
 """The trajectory comparison is itself tested: bugs that only show across steps are caught at the step where they
 start, and named."""
 
-from parity.faults import TRAJECTORY as SHORT
-from parity.faults import injected
+from models.ssd300.faults import TRAJECTORY as SHORT
+from models.ssd300.faults import injected
 from parity.train import run_trajectory
 from parity.train_report import build_train_report
 

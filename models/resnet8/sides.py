@@ -50,9 +50,13 @@ def run_sides(scenario: Scenario) -> ResNet8Traces:
                                                                                                  torch.float64))
 
 
-def run_case(scenario: Scenario) -> list:
-    """-> a TensorResult per tensor of the step, in the reference's order."""
+def run_case(scenario: Scenario, inspect=None) -> list:
+    """-> a TensorResult per tensor of the step, in the reference's order. inspect(traces, results), if given, is
+    called while the traces are still held (the CLI's pictures of a failure)."""
     traces = run_sides(scenario)
     bounds = ResNet8ErrorModel(traces.model, traces.weights, traces.oracle, scenario.images(), scenario.labels(), SGD)
-    return compare_traces(RULES, scenario.id, scenario.batch_size, traces.native, traces.reference, traces.oracle,
-                          native64=traces.native64, error_model=bounds)
+    results = compare_traces(RULES, scenario.id, scenario.batch_size, traces.native, traces.reference, traces.oracle,
+                             native64=traces.native64, error_model=bounds)
+    if inspect is not None:
+        inspect(traces, results)
+    return results

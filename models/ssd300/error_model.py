@@ -16,12 +16,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from reference.routing import window_argmax
-
 from parity.core.error_model import backward, forward, loss
 from parity.core.error_model.graph import consumers, producer_of_parameter
 from parity.core.error_model.rounding import FLOAT64_U, LAMBDA, U, finished, gamma, u, unit_roundoff
 
+from .reference.routing import window_argmax
 from .spec import build_stages
 
 __all__ = ["ErrorModel", "FLOAT64_U", "LAMBDA", "U", "TrainedTrace", "error_model_for", "gamma"]
@@ -41,7 +40,7 @@ class ErrorModel:
     """Bounds of one scenario's step. model: the reference (its modules' geometry; its weights are every side's,
     exactly, unless `weights` gives the oracle's own: a trajectory's, TrainedTrace); oracle: the float64 trace;
     images (B,3,300,300) and targets [(boxes, labels)] the scenario's; routing: the near-tie replay the oracle's
-    backward ran with (parity/routing_ties.py); unit_roundoff: that of the sides judged (float32's, or FLOAT64_U
+    backward ran with (models/ssd300/routing_ties.py); unit_roundoff: that of the sides judged (float32's, or FLOAT64_U
     for the native float64 build's near-ties)."""
 
     def __init__(self, model, oracle: dict, images: np.ndarray, targets: list, routing: dict | None = None,
@@ -297,8 +296,8 @@ class ErrorModel:
 
 
 def error_model_for(traces) -> ErrorModel:
-    """The error model of a parity.sides.SideTraces (a forward-only run bounds its forward taps alone)."""
-    from parity.sides import reference_model_for
+    """The error model of a models.ssd300.sides.SideTraces (a forward-only run bounds its forward taps alone)."""
+    from .sides import reference_model_for
 
     scenario = traces.scenario
     return ErrorModel(reference_model_for(scenario), traces.oracle, scenario.images(), scenario.targets(),

@@ -7,7 +7,7 @@ to (image, anchor, component, y, x); feature maps [B,C,H,W] to (image, channel, 
 
 import numpy as np
 
-from reference.configs import ANCHORS_PER_LOCATION, SOURCE_SIZES
+from .reference.configs import ANCHORS_PER_LOCATION, SOURCE_SIZES
 
 LOC_COMPONENTS = ("t_cx", "t_cy", "t_w", "t_h")
 BOX_COORDS = ("x1", "y1", "x2", "y2")

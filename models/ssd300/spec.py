@@ -5,9 +5,10 @@ models/ssd300/rules.py."""
 from torch import nn
 
 from parity.core.error_model.graph import Stage
-from reference.routing import POOL_INPUTS
-from reference.step import tap_parameters
-from reference.taps import FORWARD_TAPS, module_taps, stage_inputs
+
+from .reference.routing import POOL_INPUTS
+from .reference.step import tap_parameters
+from .reference.taps import FORWARD_TAPS, module_taps, stage_inputs
 
 
 def build_stages(model) -> dict:

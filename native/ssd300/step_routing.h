@@ -1,5 +1,5 @@
 // Another run's decisions at near-ties, taken by a training step at exactly the masked places. The harness runs
-// the float64 native step with the float32 native step's near-ties (parity/routing_ties.py), so that the float64
+// the float64 native step with the float32 native step's near-ties (models/ssd300/routing_ties.py), so that the float64
 // reference backward routed that way serves both native sides. Elsewhere every decision is the step's own; the
 // forward values never change (only the gradient's route and, for mining, the loss sums).
 #pragma once

@@ -37,7 +37,7 @@ class TensorResult:
     bound: dict = field(default_factory=dict)
     mismatches: int = 0  # elements beyond the bound
     ties: int = 0  # index tensors: differences confined to tied losses at the selection boundary
-    mode: str = "propagated"  # or "isolated": the stage fed the reference's own inputs (parity/isolated.py)
+    mode: str = "propagated"  # or "isolated": the stage fed the reference's own inputs (a model's isolated replay)
     strict64: dict = field(default_factory=dict)  # native64 vs oracle
     worst: list = field(default_factory=list)
     nonfinite: dict = field(default_factory=dict)
@@ -126,7 +126,7 @@ def compare_tensor(
     """rules: the model's (parity/core/rules.py); context: for a selection, the ranking losses and labels of each side
     (selection_context);
     strict_oracle: what native64 is held to (default: oracle); fed_by: see tolerance.oracle_bound; bounds: the
-    error model's per-element bounds (native's, reference's) on |side - oracle| (parity/error_model), which then
+    error model's per-element bounds (native's, reference's) on |side - oracle| (parity/core/error_model), which then
     judge the float32 sides instead of tolerance.oracle_bound, and optionally whether the native bound assumed a
     tensor the native side lacks (a partial dump: bound["assumed_missing"]); strict: the strict check's outcome
     judged earlier (strict_check), instead of native64."""
@@ -292,7 +292,7 @@ def _judge_elementwise(rules, result, native, reference, oracle, native_bound, r
     result.bound = {
         "rule": "error_model", "value": largest_bound,
         "derivation": "per element: the stage's own rounding (gamma(n) x the float64 sum of its terms' magnitudes) "
-                      "+ the side's measured input deviations carried through the stage (parity/error_model)",
+                      "+ the side's measured input deviations carried through the stage (parity/core/error_model)",
         "native_margin": native_side.largest, "reference_margin": reference_side.largest,
         "unjudged": int(native_bound.size - np.count_nonzero(judged)),
     }

@@ -188,6 +188,11 @@ def print_summary(report: dict, console: Console | None = None) -> None:
                 console.print(f"[yellow]{run['case']}: {run['assumed_missing']} compared tensors are computed from "
                               f"tensors not provided, which their bounds assume as far off as a correct port may "
                               f"be: sound, but loose (see their margins)[/yellow]")
+    without_replay = [run["case"] for run in report["runs"] if not run["isolated"]["compared"]]
+    if without_replay:
+        console.print(f"[yellow]no isolated replay in {', '.join(without_replay)} (the port or dump gives no stage "
+                      f"computed alone): a first divergence there is where the error was seen first, not told "
+                      f"apart from what that stage inherited[/yellow]")
     if not report["runs"]:
         console.print("[red]no tensors were compared[/red]")
     _print_margins(report.get("margins", {}), console)

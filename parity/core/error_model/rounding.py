@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 U = 2.0 ** -24  # float32's unit roundoff: the float32 sides' bounds
-FLOAT64_U = 2.0 ** -53  # float64's: a float64 side's near-ties (parity/sides.py)
+FLOAT64_U = 2.0 ** -53  # float64's: a float64 side's near-ties and the strict check
 _unit_roundoff = U
 LAMBDA = 11.0
 # An elementwise function (exp, log, sqrt, division) of a correct float32 port is within a few units in the last

@@ -6,7 +6,7 @@ torchvision computes them (float32, box_iou's own operations):
 - two boxes with exactly equal IoU (0.6) to one prior, neither having it as its best prior: the matcher takes the
   first maximum, so the prior goes to the first of the two.
 
-A scene spec with "decision_boundaries": true adds them to its image's boxes (parity/scenario.py)."""
+A scene spec with "decision_boundaries": true adds them to its image's boxes (models/ssd300/scenarios.py)."""
 
 from dataclasses import dataclass
 from functools import lru_cache
@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torchvision.ops import box_iou
 
-from reference.configs import ANCHORS_PER_LOCATION, IMAGE_SIZE, SOURCE_SIZES
+from .reference.configs import ANCHORS_PER_LOCATION, IMAGE_SIZE, SOURCE_SIZES
 
 THRESHOLD = 0.5
 FIRST_CANDIDATE = sum(s * s * a for s, a in zip(SOURCE_SIZES[:2], ANCHORS_PER_LOCATION[:2]))  # the 10x10 map's

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from reference.configs import IMAGE_SIZE
+from .reference.configs import IMAGE_SIZE
 
 SHAPE_CLASSES = ("rectangle", "ellipse", "triangle")  # labels 1, 2, 3; 0 is background
 # torchvision's SSD300 transform: normalize with this mean and std = 1/255 (ssd300_vgg16's GeneralizedRCNNTransform).
@@ -66,7 +66,7 @@ def _place(rng, w, h, size, border: bool):
 
 
 def make_scene(seed: int, index: int, spec: dict | None = None, size: int = IMAGE_SIZE) -> Scene:
-    if spec and "photo" in spec:  # a photograph and its boxes from fixtures/photos (parity/photos.py)
+    if spec and "photo" in spec:  # a photograph and its boxes from fixtures/photos (models/ssd300/photos.py)
         from .photos import photo_scene
 
         return photo_scene(spec["photo"], size=size)

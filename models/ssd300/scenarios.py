@@ -9,22 +9,21 @@ from pathlib import Path
 
 import numpy as np
 
-from reference.configs import get_config
-
+from .reference.configs import get_config
 from .scenes import make_scene, normalize
 
-SCENARIO_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "scenarios"
+SCENARIO_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "scenarios"
 DEFAULT_SCENARIO = "default"
 
 
 @dataclass(frozen=True)
 class Scenario:
     name: str
-    config: str  # a key of reference.configs.CONFIGS
+    config: str  # a key of reference.configs.CONFIGS (models/ssd300/reference/configs.py)
     batch_size: int
     weights_seed: int = 0
     image_seed: int = 1
-    image_specs: tuple = ()  # one spec per image, cycled (parity/scenes.py DEFAULT_SPEC); () = all default
+    image_specs: tuple = ()  # one spec per image, cycled (models/ssd300/scenes.py DEFAULT_SPEC); () = all default
     conf_head_scale: float = 1.0  # the classification head's weights and bias scaled by this (large logits)
     zero_biases: bool = False  # every bias 0 (torchvision's init), so an all-zero image stays exactly 0
     # Training steps run back to back on the same batch, without an update; the last one is compared. Every step
@@ -64,7 +63,7 @@ class Scenario:
 
     def targets(self) -> list:
         """Per image: (boxes (n,4) float32 pixels, labels (n,) int64); an "empty" spec has no boxes, a
-        "decision_boundaries" spec adds the boxes that sit on the matcher's boundaries (parity/boundary_boxes.py)
+        "decision_boundaries" spec adds the boxes that sit on the matcher's boundaries (models/ssd300/boundary_boxes.py)
         after its own."""
         targets = []
         for i, scene in enumerate(self._scenes()):

@@ -6,17 +6,16 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
+import ssd_native
 import torch
 
-import ssd_native
-from reference.configs import get_config
-from reference.model import build_reference, state_dict_arrays
-from reference.step import PendingStep, run_step
-from reference.taps import run_forward
-
-from models.ssd300.error_model import FLOAT64_U, ErrorModel
+from .error_model import FLOAT64_U, ErrorModel
+from .reference.configs import get_config
+from .reference.model import build_reference, state_dict_arrays
+from .reference.step import PendingStep, run_step
+from .reference.taps import run_forward
 from .routing_ties import native_step_routing, reconcile, same_routing, tie_counts
-from .scenario import Scenario
+from .scenarios import Scenario
 
 NATIVE_MODELS = {np.dtype(np.float32): ssd_native.ModelFloat32, np.dtype(np.float64): ssd_native.ModelFloat64}
 TORCH_DTYPES = {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64}
@@ -123,7 +122,7 @@ def pending_reference_step(scenario: Scenario, images: np.ndarray, targets: list
 
 def native_step(scenario: Scenario, images: np.ndarray, targets: list, routing: dict | None = None) -> dict:
     """The scenario's training step(s) on the native model; the last step's trace. routing: near-tie decisions
-    (parity/routing_ties.py) the last step takes where masked."""
+    (models/ssd300/routing_ties.py) the last step takes where masked."""
     model = native_model_for(scenario, images.dtype)
     boxes = [np.ascontiguousarray(b, dtype=images.dtype) for b, _ in targets]
     labels = [l for _, l in targets]

@@ -5,7 +5,7 @@ flows.
 Where a pooling window holds two elements equal up to float32 rounding, or a ReLU input is zero up to rounding,
 the choice is decided by rounding noise: a correct port may decide the other way, and every gradient upstream
 then differs from the reference's by far more than rounding. The harness finds such near-ties after the
-reference's forward and runs its backward with the port's decision at exactly those places (parity/routing_ties.py),
+reference's forward and runs its backward with the port's decision at exactly those places (../routing_ties.py),
 so that gradients are compared like for like and the ties are reported, not hidden. A decision that is not a
 near-tie is never replayed. The forward runs once: only the gradient's route (and, for mining and matching, the
 loss, which is cheap to recompute) follows the port.
@@ -15,7 +15,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.nn.modules.utils import _pair
-
 
 POOL_INPUTS = {
     "backbone.pool1": "backbone.conv1_2",
@@ -105,7 +104,7 @@ def install_routing(module_taps: dict, routing: Routing) -> list:
     remove. Replacing the forward, rather than recomputing after it in a hook, keeps one output per layer: an
     in-place ReLU's own result would stay alive in the graph beside the routed one (measured at SSD300 batch 4:
     a float64 forward's saved tensors about 1 GB larger).
-    Mining and matching entries are applied by the loss (reference/loss.py), not here."""
+    Mining and matching entries are applied by the loss (loss.py), not here."""
     handles = []
     for module, tap in module_taps.items():
         if isinstance(module, nn.ReLU):

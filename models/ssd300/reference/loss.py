@@ -8,8 +8,8 @@ from collections import OrderedDict
 
 import torch
 import torch.nn.functional as F
-from torchvision.ops import box_iou
 from torchvision.models.detection.ssd import SSD
+from torchvision.ops import box_iou
 
 LOSS_TAPS = [
     "match.matched_idx",  # [B,P] int64: GT index per prior, -1 for background
@@ -50,7 +50,7 @@ def run_loss(model: SSD, loc_head: torch.Tensor, conf_head: torch.Tensor, priors
     """Head outputs [B,P,4], [B,P,K], priors [P,4] and per-image targets -> LOSS_TAPS, in order.
 
     forced_negatives: optional (negatives [B,P] bool, mask [B,P] bool) replaying another side's pick among tied
-    losses (reference/routing.py); forced_matches: optional (matched [B,P] int64, mask [B,P] bool), the same for
+    losses (routing.py); forced_matches: optional (matched [B,P] int64, mask [B,P] bool), the same for
     priors whose match a higher-precision run decided otherwise at the IoU threshold or between equal IoUs."""
     check_targets(boxes, labels, loc_head.shape[0])
     matched = [match_priors(model, b, priors) for b in boxes]

@@ -4,7 +4,7 @@ import numpy as np
 import torch
 from torchvision.ops import box_iou
 
-from reference.configs import IMAGE_SIZE
+from .reference.configs import IMAGE_SIZE
 
 
 def _shared_best_priors(boxes: np.ndarray, priors: np.ndarray) -> int:
@@ -38,7 +38,7 @@ def scenario_facts(scenario, reference: dict, native: dict) -> dict:
 
 def _boundary_matches(scenario, matched: np.ndarray) -> dict | None:
     """Image 0 of a decision_boundaries scenario: the GT the reference matched to the prior at IoU exactly 0.5 and to
-    the prior between two equal boxes (parity/boundary_boxes.py)."""
+    the prior between two equal boxes (models/ssd300/boundary_boxes.py)."""
     if not scenario.spec(0).get("decision_boundaries"):
         return None
     from .boundary_boxes import boundary_boxes

@@ -1,17 +1,17 @@
-"""One SSD300 case end to end, the pipeline every caller runs: the scenario on every side (parity/sides.py), the
+"""One SSD300 case end to end, the pipeline every caller runs: the scenario on every side (models/ssd300/sides.py), the
 propagated comparison (parity/core/compare.py, under SSD300's rules and error model), then every stage replayed in
-isolation (parity/isolated.py)."""
+isolation (models/ssd300/isolated.py)."""
 
-from models.ssd300.error_model import error_model_for
-from models.ssd300.rules import RULES
+from parity.core.compare import compare_traces, strict_checks
 
-from .core.compare import compare_traces, strict_checks
+from .error_model import error_model_for
 from .isolated import isolated_results
+from .rules import RULES
 from .sides import native_model_for, run_sides
 
 
 def compare_sides(traces) -> list:
-    """compare_traces on a parity.sides.SideTraces, the strict checks first: the float64 native trace is freed
+    """compare_traces on a models.ssd300.sides.SideTraces, the strict checks first: the float64 native trace is freed
     before the float32 sides are judged (SideTraces.drop_native64)."""
     s = traces.scenario
     strict = strict_checks(RULES, traces.native64, traces.strict_oracle) if traces.native64 is not None else None

@@ -2,17 +2,18 @@
 provokes it, the tensor where it starts, and what a person sees in the report. `check_fault` runs the parity
 sweep with one fault on and says whether the harness detected it and localized it to that tensor."""
 
+import math
 from contextlib import contextmanager
 from dataclasses import dataclass
-import math
 
 import ssd_native
 
+from parity.core.report import build_report
+from parity.train import TrainSettings, run_trajectory
+from parity.train_report import build_train_report
+
 from .case import run_case
-from .core.report import build_report
-from .scenario import load_scenarios
-from .train import TrainSettings, run_trajectory
-from .train_report import build_train_report
+from .scenarios import load_scenarios
 
 
 @dataclass(frozen=True)

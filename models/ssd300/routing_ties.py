@@ -13,10 +13,10 @@ twice its own in float64. Any other disagreement is left to fail.
 import numpy as np
 import torch
 
-from reference.routing import POOL_INPUTS, window_argmax
-from reference.taps import module_taps
+from parity.core.index_compare import selection_ties
 
-from .core.index_compare import selection_ties
+from .reference.routing import POOL_INPUTS, window_argmax
+from .reference.taps import module_taps
 
 
 def _pool_ties(pool, input_tap, native, oracle, replayed, decisions, native_replayed, window):

@@ -10,16 +10,14 @@ ReLU decisions its backward used)."""
 import numpy as np
 import torch
 
-from reference.routing import replayed_relu_pass
-from reference.step import backward_order
-from reference.taps import FORWARD_TAPS, stage_inputs
+from parity.core.compare import TensorResult, compare_tensor
+from parity.core.error_model.rounding import U
 
-from models.ssd300.rules import RULES
-
-from .core.compare import TensorResult, compare_tensor
-from .core.error_model.rounding import U
+from .reference.routing import replayed_relu_pass
+from .reference.step import backward_order
+from .reference.taps import FORWARD_TAPS, stage_inputs
+from .rules import RULES
 from .sides import reference_model_for
-
 
 # Loss stage (named by its first output) -> the reference taps it reads; matching also reads the ground truth.
 LOSS_STAGES = {

@@ -48,7 +48,7 @@ def step_order(model: SSD) -> list:
 class PendingStep:
     """One training step of the reference whose forward has run and whose backward has not: near-ties against
     another side are found on its forward trace, then the backward runs once with that side's decisions there
-    (reference/routing.py). The graph is kept until the last backward."""
+    (routing.py). The graph is kept until the last backward."""
 
     def __init__(self, model: SSD, images: torch.Tensor, boxes: list, labels: list):
         """images (B,3,300,300) normalized, per-image boxes (n,4) xyxy pixels and labels (n,)."""
@@ -108,5 +108,5 @@ def run_step(model: SSD, images: torch.Tensor, boxes: list, labels: list, routin
              ) -> "OrderedDict[str, torch.Tensor]":
     """images (B,3,300,300) normalized, per-image boxes (n,4) xyxy pixels and labels (n,) -> every tap of the step.
 
-    routing: optional decisions of another side taken at near-ties (reference/routing.py)."""
+    routing: optional decisions of another side taken at near-ties (routing.py)."""
     return PendingStep(model, images, boxes, labels).backward(routing)

@@ -3,7 +3,7 @@ torchvision's SSD transform does (fixtures/photos/ holds three, with hand-placed
 
 torchvision's GeneralizedRCNNTransform for SSD300 resizes each image to exactly 300x300, bilinear on [0, 1]
 values (torch.nn.functional.interpolate, align_corners=False), and scales its boxes by the same ratios per axis;
-normalization (parity/scenes.normalize) follows."""
+normalization (scenes.normalize) follows."""
 
 import json
 from functools import lru_cache
@@ -16,7 +16,7 @@ from PIL import Image
 
 from .scenes import IMAGE_SIZE, Scene
 
-PHOTO_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "photos"
+PHOTO_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "photos"
 ANNOTATIONS = PHOTO_DIR / "annotations.json"
 
 
