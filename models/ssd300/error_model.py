@@ -1,7 +1,7 @@
 """SSD300's per-element bounds from a rounding-error model of each stage (docs/tolerance.md).
 
 For a float32 tensor T of one side (the native port, or the reference itself) the bound on |T_side - T_oracle|
-is T's own rounding, derived from the operation (its accumulation length n and the float64 sum of its terms'
+is T's own rounding, derived from the operation (its accumulation length n and the sum of its terms'
 magnitudes, rounding.gamma), plus the measured deviation of the side's inputs to T's stage carried through the
 stage (|W| applied to |dx| for a linear stage; Lipschitz and derivative bounds for the others). It depends on
 neither the CPU, the thread count nor the reference's own luck, and it follows the data-flow graph: an upstream

@@ -291,7 +291,7 @@ def _judge_elementwise(rules, result, native, reference, oracle, native_bound, r
     largest_bound = float(native_bound.max(initial=0.0, where=judged))
     result.bound = {
         "rule": "error_model", "value": largest_bound,
-        "derivation": "per element: the stage's own rounding (gamma(n) x the float64 sum of its terms' magnitudes) "
+        "derivation": "per element: the stage's own rounding (gamma(n) x a bound on the sum of its terms' magnitudes) "
                       "+ the side's measured input deviations carried through the stage (parity/core/error_model)",
         "native_margin": native_side.largest, "reference_margin": reference_side.largest,
         "unjudged": int(native_bound.size - np.count_nonzero(judged)),

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch.nn.grad import conv2d_input, conv2d_weight
 
 from .forward import L2NORM_EPS, l2norm_parts
-from .rounding import ULPS, gamma, per_image, u
+from .rounding import ULPS, gamma, magnitudes, per_image, u
 
 
 def conv_terms(weight) -> int:
@@ -22,10 +22,12 @@ def conv_input(module, input_shape, weight, grad, dgrad, g, dweight=None):
     the gamma of the whole sum the input gradient's elements are, dweight the side's drift from weight (a training
     trajectory) or None -> (B,C,H,W): |W| applied to g |grad| + (1+g) dgrad as the conv's input gradient applies W (a
     transposed convolution), and a drifted weight's |E| to (1+g) (|grad| + dgrad)."""
-    one_image, args = (1, *input_shape[1:]), (module.stride, module.padding, module.dilation)
-    bound = per_image(lambda v: conv2d_input(one_image, weight.abs(), v, *args), g * grad.abs() + (1 + g) * dgrad)
+    one_image, terms = (1, *input_shape[1:]), conv_terms(weight)
+    transposed = lambda w, v: conv2d_input(one_image, w, v, module.stride, module.padding, module.dilation)
+    weight = weight.abs()
+    bound = per_image(lambda v: magnitudes(transposed, weight, v, terms=terms), g * grad.abs() + (1 + g) * dgrad)
     if dweight is not None:
-        bound += per_image(lambda v: conv2d_input(one_image, dweight, v, *args), (1 + g) * (grad.abs() + dgrad))
+        bound += per_image(lambda v: magnitudes(transposed, dweight, v, terms=terms), (1 + g) * (grad.abs() + dgrad))
     return bound
 
 
@@ -37,12 +39,13 @@ def conv_weight(module, x, dx, weight_shape, grad, dgrad):
     |g|+dg, the whole is (|x|+dx) (*) (gamma |g| + (1+gamma) dg) + dx (*) |g| (every product summed as a
     correlation)."""
     g = gamma(grad.shape[0] * grad[0, 0].numel())
-    args = (module.stride, module.padding, module.dilation)
+    terms = grad[0, 0].numel()  # one image's products: the sum over the batch is per_image's, in float64
+    correlation = lambda x, v: conv2d_weight(x, weight_shape, v, module.stride, module.padding, module.dilation)
 
     def one_image(x, dx, grad, dgrad):
-        bound = conv2d_weight(x.abs() + dx, weight_shape, g * grad.abs() + (1 + g) * dgrad, *args)
+        bound = magnitudes(correlation, x.abs() + dx, g * grad.abs() + (1 + g) * dgrad, terms=terms)
         if dx.any():
-            bound += conv2d_weight(dx, weight_shape, grad.abs(), *args)
+            bound += magnitudes(correlation, dx, grad.abs(), terms=terms)
         return bound
 
     return per_image(one_image, x, dx, grad, dgrad, combine="sum")

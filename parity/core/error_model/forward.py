@@ -5,7 +5,7 @@ measured |side input - oracle input|."""
 import torch
 import torch.nn.functional as F
 
-from .rounding import ULPS, gamma, per_image, u
+from .rounding import ULPS, gamma, magnitudes, per_image, u
 
 L2NORM_EPS = 1e-12  # torchvision's F.normalize clamp
 
@@ -17,18 +17,19 @@ def conv(module, x, dx, weight, bias, dweight=None, dbias=None):
     fl(sum w*x_side + b) is within gamma(n) * (|W|*|x_side| + |b|) of the exact sum on the side's input, n = C*KH*KW
     products plus the bias; that sum is within |W|*dx of the oracle's. |x_side| <= |x| + dx. A side's own weights
     W + E add |E|*|x_side| + |db| (and their share of the rounding). A ReLU after it is 1-Lipschitz and exact, so the
-    bound holds for the tap after ReLU too."""
-    g = gamma(weight[0].numel() + 1)
-    args = (module.stride, module.padding, module.dilation)
+    bound holds for the tap after ReLU too. The convolutions of magnitudes are evaluated by rounding.magnitudes."""
+    n = weight[0].numel() + 1
+    g = gamma(n)
+    convolve = lambda v, w, b: F.conv2d(v, w, b, module.stride, module.padding, module.dilation)
     weight, bias = weight.abs(), g * bias.abs()
     if dweight is None and dbias is None:
-        return per_image(lambda x, dx: F.conv2d(g * x.abs() + (1 + g) * dx, weight, bias, *args), x, dx)
+        return per_image(lambda x, dx: magnitudes(convolve, g * x.abs() + (1 + g) * dx, weight, bias, terms=n), x, dx)
     dweight = torch.zeros_like(weight) if dweight is None else dweight
     dbias = torch.zeros_like(bias) if dbias is None else dbias
 
     def one_image(x, dx):
-        return (F.conv2d(g * x.abs() + (1 + g) * dx, weight, bias, *args)
-                + F.conv2d((1 + g) * (x.abs() + dx), dweight, (1 + g) * dbias, *args))
+        return (magnitudes(convolve, g * x.abs() + (1 + g) * dx, weight, bias, terms=n)
+                + magnitudes(convolve, (1 + g) * (x.abs() + dx), dweight, (1 + g) * dbias, terms=n))
 
     return per_image(one_image, x, dx)
 
