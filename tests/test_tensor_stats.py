@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from parity import tensor_stats
-from parity.core.compare import _largest_difference, _measure_finite
+from parity.core.compare import _largest_difference, _margins, _measure_finite, round_up_to_float32
 from parity.core.metrics import kernel_reads, max_abs, nonfinite_counts
 from parity.core.tolerance import _reference_error
 
@@ -56,6 +56,35 @@ def test_finite_scans_and_the_reference_error_equal_numpy_with_non_finite_values
     assert fast == slow or (np.isnan(fast) and np.isnan(slow))
 
 
+@settings(max_examples=30, deadline=None)
+@given(tensors(), st.sampled_from([np.float32, np.float64]))
+def test_margins_against_per_element_bounds_equal_numpy(arrays, bound_dtype):
+    """Bounds with zeros (an error there is an infinite margin), infinities (not judged) and equal ratios."""
+    native, _, oracle = arrays
+    rng = np.random.default_rng(native.size)
+    bound = (1e-6 * rng.uniform(0.5, 2.0, native.size)).astype(bound_dtype)
+    bound[rng.integers(native.size, size=3)] = 0.0
+    bound[rng.integers(native.size, size=3)] = np.inf
+    native, oracle = native.copy(), oracle.copy()
+    native[:2], oracle[:2], bound[:2] = 0.0, 0.0, 0.0  # no error at a zero bound: within it, margin 0
+    native[2:4], oracle[2:4], bound[2:4] = 0.5, 0.0, 0.5  # an error exactly at its bound: within it, margin 1
+    fast, slow = _margins(native, oracle, bound), _margins(numpy_only(native), numpy_only(oracle), numpy_only(bound))
+    assert (fast.beyond, fast.largest, fast.largest_error) == (slow.beyond, slow.largest, slow.largest_error)
+    for a, b in ((fast.worst, slow.worst), (fast.worst_margins, slow.worst_margins), (fast.worst_errors, slow.worst_errors)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_bound_kept_in_float32_is_never_below_it_and_equals_numpy():
+    rng = np.random.default_rng(0)
+    bound = np.concatenate([rng.uniform(0, 1, 70000) * 10.0 ** rng.integers(-40, 38, 70000),
+                            [0.0, np.inf, 1e-46, 3.5e38, float(np.float32(0.1))]]).reshape(-1, 5)
+    fast, slow = round_up_to_float32(bound), round_up_to_float32(numpy_only(bound).reshape(bound.shape))
+    assert fast.dtype == np.float32 and fast.shape == bound.shape
+    np.testing.assert_array_equal(fast, slow)
+    assert bool((fast >= bound).all())
+    assert bool((fast.astype(np.float64) == bound).any())  # exact where the bound is a float32 already
+
+
 def test_the_worst_elements_break_ties_to_the_lower_index_across_chunks():
     """Equal errors in several of the kernel's 65536-element chunks: the lowest indices are listed, as numpy's."""
     oracle = np.zeros(5 * 65536)
@@ -73,6 +102,8 @@ def test_the_worst_elements_break_ties_to_the_lower_index_across_chunks():
     (lambda: tensor_stats.native_stats(np.zeros(3, np.float32), np.zeros((3, 2), np.float32)[:, 0], np.zeros(3), 1.0),
      "'reference' is not C-contiguous"),
     (lambda: tensor_stats.largest_difference(np.zeros(2), np.zeros(3)), "differ in size: 2 and 3"),
+    (lambda: tensor_stats.margins(np.zeros(3, np.float32), np.zeros(3), np.zeros(2)), "'side' and 'bound' differ"),
+    (lambda: tensor_stats.margins(np.zeros(3), np.zeros(3), np.zeros(3)), "'side' has dtype float64"),
 ])
 def test_bad_arguments_raise_with_what_was_received(call, message):
     with pytest.raises((TypeError, ValueError), match=message):

@@ -93,6 +93,37 @@ int64_t count_beyond_of(const py::handle& native, const py::handle& oracle, doub
   return count_beyond(a, o, size_of(native), bound);
 }
 
+template <typename B>
+py::dict margins_of(const py::handle& side, const py::handle& oracle, const py::handle& bound) {
+  const float* s = data_of<float>(side, "side");
+  const double* o = data_of<double>(oracle, "oracle");
+  const B* b = data_of<B>(bound, "bound");
+  check_same_size(side, "side", oracle, "oracle");
+  check_same_size(side, "side", bound, "bound");
+  Margins m;
+  {
+    py::gil_scoped_release release;
+    m = margins(s, o, b, size_of(side));
+  }
+  py::list worst, worst_margins;
+  for (int k = 0; k < m.worst.count; ++k) worst.append(m.worst.index[k]), worst_margins.append(m.worst.error[k]);
+  py::dict out;
+  out["beyond"] = m.beyond, out["largest"] = m.largest, out["largest_error"] = m.largest_error;
+  out["worst"] = worst, out["worst_margins"] = worst_margins;
+  return out;
+}
+
+py::array_t<float> round_up_to_float32_of(const py::handle& bound) {
+  const double* b = data_of<double>(bound, "bound");
+  py::array_t<float> out(size_of(bound));
+  float* o = out.mutable_data();
+  {
+    py::gil_scoped_release release;
+    round_up_to_float32(b, o, size_of(bound));
+  }
+  return out;
+}
+
 double largest_difference_of(const py::handle& native64, const py::handle& oracle) {
   const double* a = data_of<double>(native64, "native64");
   const double* o = data_of<double>(oracle, "oracle");
@@ -118,6 +149,16 @@ PYBIND11_MODULE(tensor_stats, m) {
         "against the oracle");
   m.def("count_beyond", &count_beyond_of, py::arg("native"), py::arg("oracle"), py::arg("bound"),
         "elements with |native - oracle| > bound");
+  m.def("margins", [](const py::handle& side, const py::handle& oracle, const py::handle& bound) {
+    const bool float32 = py::isinstance<py::array>(bound) &&
+                         py::reinterpret_borrow<py::array>(bound).dtype().equal(py::dtype::of<float>());
+    if (float32) return margins_of<float>(side, oracle, bound);
+    return margins_of<double>(side, oracle, bound);
+  }, py::arg("side"), py::arg("oracle"), py::arg("bound"),
+        "float32 side, float64 oracle, float32/float64 bound -> {beyond, largest, largest_error, worst, "
+        "worst_margins}");
+  m.def("round_up_to_float32", &round_up_to_float32_of, py::arg("bound"),
+        "float64 array -> 1-D float32 array, each element the nearest float32 not below it");
   m.def("largest_difference", &largest_difference_of, py::arg("native64"), py::arg("oracle"),
         "max |native64 - oracle| where the oracle is finite (NaN if any such difference is NaN)");
 }

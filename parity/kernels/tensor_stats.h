@@ -268,6 +268,52 @@ inline NativeStats native_stats(const float* native, const float* reference, con
   return total;
 }
 
+// A side's errors against per-element bounds (compare._margins): how many exceed their bound, the largest
+// error / bound and the largest error, and the kWorst largest ratios (ties to the lower index). An element whose
+// error is not finite counts as error 0 (the non-finite check judges it); an infinite bound gives ratio 0.
+struct Margins {
+  int64_t beyond = 0;
+  double largest = 0.0, largest_error = 0.0;
+  Worst worst;  // by error / bound
+};
+
+// side (n) float32, oracle (n) float64, bound (n) float32 or float64 -> Margins
+template <typename B>
+Margins margins(const float* side, const double* oracle, const B* bound, int64_t n) {
+  std::vector<Margins> parts(chunk_count(n));
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < int64_t(parts.size()); ++c) {
+    const int64_t begin = c * kChunk, end = std::min(n, (c + 1) * kChunk);
+    Margins m;
+    for (int64_t i = begin; i < end; ++i) {
+      double error = std::fabs(double(side[i]) - oracle[i]);
+      if (!std::isfinite(error)) error = 0.0;
+      const double limit = double(bound[i]), ratio = error > 0.0 ? error / limit : 0.0;
+      m.beyond += error > limit;
+      m.largest = std::max(m.largest, ratio), m.largest_error = std::max(m.largest_error, error);
+      if (m.worst.count < kWorst || ratio > m.worst.error[kWorst - 1]) m.worst.offer(i, ratio);
+    }
+    parts[c] = m;
+  }
+  Margins total;
+  for (const Margins& m : parts) {
+    total.beyond += m.beyond;
+    total.largest = std::max(total.largest, m.largest);
+    total.largest_error = std::max(total.largest_error, m.largest_error);
+    for (int k = 0; k < m.worst.count; ++k) total.worst.offer(m.worst.index[k], m.worst.error[k]);
+  }
+  return total;
+}
+
+// bound (n) float64 -> out (n) float32, each the nearest float32 not below it (a bound kept in half the memory).
+inline void round_up_to_float32(const double* bound, float* out, int64_t n) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    const float narrow = float(bound[i]);
+    out[i] = double(narrow) < bound[i] ? std::nextafter(narrow, std::numeric_limits<float>::infinity()) : narrow;
+  }
+}
+
 // Elements with |native - oracle| > bound.
 template <typename A, typename O>
 int64_t count_beyond(const A* native, const O* oracle, int64_t n, double bound) {
