@@ -55,6 +55,10 @@ def _metrics_table(result) -> Table:
     if "native_margin" in result.bound:
         rows.append(("margin: largest error / bound", f"native {result.bound['native_margin']:.3g}, reference "
                                                       f"{result.bound['reference_margin']:.3g} (1 is the bound)"))
+    if result.typical:
+        n, r = result.typical["native"], result.typical["reference"]
+        rows.append(("typical error: RMS / float32's", f"native {n['ratio']:.3g}, reference {r['ratio']:.3g}, limit "
+                                                       f"{n['limit']:.3g} over {n['samples']} distinct elements"))
     if result.strict64:
         s = result.strict64
         rows.append(("native float64 vs oracle", f"max abs {s['max_abs']:.3g} (bound {s['bound']['derivation']})"))

@@ -121,6 +121,9 @@ class FaultOutcome:
     # At starts_at, the native float64 build's largest error / its strict bound: the same code and fault in double,
     # where rounding is 1e-16, so what it shows is the change of mathematics alone.
     float64_margin: float | None = None
+    # At starts_at, isolated, where it is a convolution: the native's root mean square error over the typical
+    # float32 rounding error, against its limit (parity/core/error_model/typical.py); > 1 fails.
+    typical_margin: float | None = None
 
     @property
     def strongest_margin(self) -> float | None:
@@ -129,7 +132,7 @@ class FaultOutcome:
         margins above count such elements as 0 and leave them to the sentinel, so they read about 1 there."""
         if self.fault.nonfinite and self.first_nonfinite == self.fault.starts_at and self.reference_finite_there:
             return math.inf
-        margins = [m for m in (self.margin, self.float64_margin) if m is not None]
+        margins = [m for m in (self.margin, self.float64_margin, self.typical_margin) if m is not None]
         return max(margins) if margins else None
 
     @property
@@ -160,6 +163,7 @@ def check_fault(fault: Fault, batch_size: int | None = None) -> FaultOutcome:
     run = build_report(results)["runs"][0]
     hit = run["nonfinite"]["native"][fault.nonfinite] if fault.nonfinite else None
     at = next(r for r in results if r.name == fault.starts_at and r.mode == "propagated")
+    isolated = next((r for r in results if r.name == fault.starts_at and r.mode == "isolated"), None)
     return FaultOutcome(
         fault=fault,
         detected=run["failed"] > 0 or run["isolated"]["failed"] > 0,
@@ -168,8 +172,13 @@ def check_fault(fault: Fault, batch_size: int | None = None) -> FaultOutcome:
         first_nonfinite=hit["name"] if hit else None,
         reference_finite_there=bool(hit and hit["other_side_finite"]),
         margin=at.bound.get("native_margin"), reference_margin=at.bound.get("reference_margin"),
-        float64_margin=_float64_margin(at),
+        float64_margin=_float64_margin(at), typical_margin=_typical_margin(isolated),
     )
+
+
+def _typical_margin(result) -> float | None:
+    typical = result.typical if result is not None else {}
+    return typical["native"]["margin"] if typical else None
 
 
 def _float64_margin(result) -> float | None:

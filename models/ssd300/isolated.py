@@ -10,7 +10,8 @@ ReLU decisions its backward used)."""
 import numpy as np
 import torch
 
-from parity.core.compare import TensorResult, compare_tensor
+from parity.core.compare import TensorResult, compare_tensor, judge_typical
+from parity.core.error_model import forward
 from parity.core.error_model.rounding import U
 
 from .reference.routing import replayed_relu_pass
@@ -18,6 +19,7 @@ from .reference.step import backward_order
 from .reference.taps import FORWARD_TAPS, stage_inputs
 from .rules import RULES
 from .sides import reference_model_for
+from .spec import build_stages
 
 # Loss stage (named by its first output) -> the reference taps it reads; matching also reads the ground truth.
 LOSS_STAGES = {
@@ -71,8 +73,23 @@ def _raised(names, traces, error: Exception) -> list:
                          str(traces.reference[name].dtype), "fail", [reason], mode="isolated") for name in names]
 
 
+def _typical(stage, inputs, weights) -> tuple:
+    """A convolution stage's exact result on the inputs both sides were fed, and the typical-error model's variance
+    (parity/core/error_model/typical.py)."""
+    x = torch.from_numpy(np.asarray(inputs[stage.inputs[0]], dtype=np.float64))
+    exact, variance = forward.conv_typical(stage.module, x, weights[stage.weight_key], weights[stage.bias_key],
+                                           stage.relu)
+    return exact.numpy(), variance.numpy()
+
+
 def forward_stage_results(traces, native_model) -> list:
+    """Every forward stage on the reference's inputs. A convolution, whose two sides then compute the same sums from
+    the same operands, is also held to the typical size of float32's rounding error (judge_typical): an error many
+    times the natural one fails there even where it stays within the worst-case bound."""
     images = traces.scenario.images()
+    model = reference_model_for(traces.scenario)
+    stages = build_stages(model)
+    weights = {key: value.detach().to(torch.float64) for key, value in model.state_dict().items()}
     results = []
     for tap in FORWARD_TAPS:
         inputs = {name: images if name == "input" else np.ascontiguousarray(traces.reference[name])
@@ -82,7 +99,10 @@ def forward_stage_results(traces, native_model) -> list:
         except Exception as error:  # the native module raises; it never crashes the process
             results += _raised([tap], traces, error)
             continue
-        results.append(_isolated(tap, traces, output, traces.reference))
+        result = _isolated(tap, traces, output, traces.reference)
+        if stages[tap].kind == "conv" and np.shape(output) == np.shape(traces.reference[tap]):
+            judge_typical(result, output, traces.reference[tap], *_typical(stages[tap], inputs, weights))
+        results.append(result)
     return results
 
 

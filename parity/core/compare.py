@@ -13,6 +13,7 @@ import numpy as np
 
 from parity import tensor_stats
 
+from .error_model import typical
 from .heap import large_blocks_returned
 from .index_compare import compare_exact, compare_selection
 from .metrics import BLOCK, MetricsAccumulator, error_metrics, kernel_reads, max_abs, nonfinite_counts
@@ -42,6 +43,7 @@ class TensorResult:
     worst: list = field(default_factory=list)
     nonfinite: dict = field(default_factory=dict)
     harness_error: bool = False  # the reference's own float32 broke the bound: the bound is wrong, not the port
+    typical: dict = field(default_factory=dict)  # each side's error against the typical-error model, where judged
     port_name: str = ""  # a dump's own name for the tensor, where its manifest maps one (parity/dump_layouts.py)
 
     @property
@@ -322,6 +324,25 @@ def _judge_elementwise(rules, result, native, reference, oracle, native_bound, r
     for row, flat, margin in zip(rows, native_side.worst, native_side.worst_margins):
         row.update({"bound": float(native_bound.ravel()[flat]), "margin": float(margin)})
     result.worst = rows
+
+
+def judge_typical(result, native, reference, exact, variance) -> None:
+    """The statistical verdict beside the per-element bound (parity/core/error_model/typical.py), for a stage both
+    sides computed from the same inputs: exact, its exact result on them, and variance, the model's per element.
+    The native side beyond the limit fails; the reference beyond it means the model is wrong: a harness error."""
+    native_side, reference_side = typical.judge(native, exact, variance), typical.judge(reference, exact, variance)
+    result.typical = {"native": native_side, "reference": reference_side}
+    described = ("root mean square of error / the typical float32 rounding error of its sums (a plain loop sits near "
+                 "0.7)")
+    summary = lambda side: f"{side['ratio']:.3g}, limit {side['limit']:.3g} over {side['samples']} distinct elements"
+    if reference_side["margin"] > 1:
+        result.harness_error = True
+        result.reasons.append(f"harness error: the reference's own float32 has a {described} of {summary(reference_side)}:"
+                              f" the model is wrong, not the port")
+    if native_side["margin"] > 1:
+        result.reasons.append(f"{described}: {summary(native_side)} (the reference's {reference_side['ratio']:.3g}): a "
+                              f"systematic error the per-element bound may let through")
+    result.verdict = "fail" if result.reasons else "pass"
 
 
 def _meaning(rules, name, shape, worst) -> str:

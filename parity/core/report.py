@@ -121,12 +121,16 @@ def build_report(results: list, not_provided: dict | None = None) -> dict:
 
 def margin_distribution(results: list) -> dict:
     """Per tensor kind, the spread of the error model's margins (largest error / bound) over the propagated
-    tensors, native and reference: how much room a bug has before it is seen (1 is the bound)."""
+    tensors, native and reference, and of the typical-error verdict's over the isolated convolutions (RMS error /
+    its limit): how much room a bug has before it is seen (1 is the bound)."""
     margins = defaultdict(lambda: {"native": [], "reference": []})
     for r in results:
         if r.mode == "propagated" and r.bound.get("rule") == "error_model":
             margins[r.kind]["native"].append(r.bound["native_margin"])
             margins[r.kind]["reference"].append(r.bound["reference_margin"])
+        if r.typical:  # the typical-error verdict's: RMS error / its limit
+            margins["typical error (isolated)"]["native"].append(r.typical["native"]["margin"])
+            margins["typical error (isolated)"]["reference"].append(r.typical["reference"]["margin"])
 
     def spread(values):
         values = sorted(values)

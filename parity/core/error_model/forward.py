@@ -5,6 +5,7 @@ measured |side input - oracle input|."""
 import torch
 import torch.nn.functional as F
 
+from . import typical
 from .rounding import ULPS, gamma, magnitudes, per_image, u
 
 L2NORM_EPS = 1e-12  # torchvision's F.normalize clamp
@@ -32,6 +33,25 @@ def conv(module, x, dx, weight, bias, dweight=None, dbias=None):
                 + magnitudes(convolve, (1 + g) * (x.abs() + dx), dweight, (1 + g) * dbias, terms=n))
 
     return per_image(one_image, x, dx)
+
+
+def conv_typical(module, x, weight, bias, relu: bool):
+    """x (B,C,H,W) a side's own input, weight (OC,C,KH,KW), bias (OC), float64 -> (exact (B,OC,OH,OW): the stage on
+    x, after its ReLU if it has one; the typical-error model's variance of a float32 evaluation of it, per element).
+
+    Each output is a sum of C products per kernel tap inside the image (the padding's taps are zeros, added
+    exactly) plus the bias; sum t^2 is the convolution of x^2 with W^2 plus b^2; the variance is the sum's before the
+    ReLU, which cannot add to the error (it is 1-Lipschitz). typical.py derives the model."""
+    convolve = lambda v, w, b: F.conv2d(v, w, b, module.stride, module.padding, module.dilation)
+    inside = convolve(torch.ones_like(x[:1, :1]), torch.ones((1, 1, *weight.shape[2:]), dtype=x.dtype), None)
+    terms = weight.shape[1] * inside + (bias != 0).to(x.dtype).view(1, -1, 1, 1)
+
+    exact, variance = [], []
+    for image in x.split(1):  # one image's float64 temporaries at a time, as per_image does
+        value = convolve(image, weight, bias)
+        variance.append(typical.sum_variance(terms, convolve(image * image, weight * weight, bias * bias), value))
+        exact.append(value.clamp_min(0) if relu else value)
+    return torch.cat(exact), torch.cat(variance)
 
 
 def pool(module, dx):
