@@ -64,6 +64,16 @@ def test_identical_computations_count_once():
     assert typical.limit(1) > 5 * typical.limit(10000)  # one sample may be far out: the limit says so
 
 
+def test_a_wide_layer_is_judged_on_a_fixed_subset_of_its_channels():
+    assert list(typical.channel_subset(64, 1000)) == list(range(64))  # 64,000 elements: all of them
+    for channels, per_channel in [(512, 2 * 38 * 38), (1024, 19 * 19), (64, 4 * 300 * 300)]:
+        chosen = typical.channel_subset(channels, per_channel)
+        assert np.all(np.diff(chosen) > 0) and chosen[0] >= 0 and chosen[-1] < channels
+        assert len(chosen) >= typical.MIN_CHANNELS
+        assert len(chosen) * per_channel >= 2 * typical.SAMPLE or len(chosen) == channels
+        assert list(chosen) == list(typical.channel_subset(channels, per_channel))  # the same every run
+
+
 def test_a_reference_beyond_the_model_is_a_harness_error():
     exact = np.linspace(1, 2, 1000)
     variance = np.full(1000, 1e-14)

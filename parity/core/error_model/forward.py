@@ -38,6 +38,7 @@ def conv(module, x, dx, weight, bias, dweight=None, dbias=None):
 def conv_typical(module, x, weight, bias, relu: bool):
     """x (B,C,H,W) a side's own input, weight (OC,C,KH,KW), bias (OC), float64 -> (exact (B,OC,OH,OW): the stage on
     x, after its ReLU if it has one; the typical-error model's variance of a float32 evaluation of it, per element).
+    To judge a subset of the output channels, pass their rows of weight and bias.
 
     Each output is a sum of C products per kernel tap inside the image (the padding's taps are zeros, added
     exactly) plus the bias; sum t^2 is the convolution of x^2 with W^2 plus b^2; the variance is the sum's before the
@@ -45,7 +46,6 @@ def conv_typical(module, x, weight, bias, relu: bool):
     convolve = lambda v, w, b: F.conv2d(v, w, b, module.stride, module.padding, module.dilation)
     inside = convolve(torch.ones_like(x[:1, :1]), torch.ones((1, 1, *weight.shape[2:]), dtype=x.dtype), None)
     terms = weight.shape[1] * inside + (bias != 0).to(x.dtype).view(1, -1, 1, 1)
-
     exact, variance = [], []
     for image in x.split(1):  # one image's float64 temporaries at a time, as per_image does
         value = convolve(image, weight, bias)

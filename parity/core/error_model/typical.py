@@ -35,6 +35,7 @@ import numpy as np
 from .rounding import FLOAT32_TINY, U
 
 SAMPLE = 1 << 16  # elements judged per tensor: enough for a limit within 3 % of RATIO_LIMIT
+MIN_CHANNELS = 16  # a tensor judged on a subset of its output channels averages at least this many (see above)
 RATIO_LIMIT = 2.0
 FALSE_ALARM = 1e-9  # per tensor: `make test` judges a few thousand
 _SEED = 20261206  # the sample is fixed: the same tensor is always judged on the same elements
@@ -47,6 +48,17 @@ def sum_variance(terms, squares, exact):
     unit = U * U / 3
     return (unit * (((terms + 1) / 6 + 1) * squares + (terms + 2) / 3 * exact * exact)
             + terms * (FLOAT32_TINY * FLOAT32_TINY))
+
+
+def channel_subset(channels: int, per_channel: int) -> np.ndarray:
+    """The output channels a stage is judged on, sorted: all of them where they hold at most 2 SAMPLE elements
+    (about half are a ReLU's dead zeros), else a fixed pseudo-random subset of at least MIN_CHANNELS that does.
+    Computing the exact float64 result of every channel of a 512-channel layer to judge 65,536 of its elements
+    would cost more than the rest of the isolated replay; the subset keeps the cost flat in the batch size."""
+    wanted = max(MIN_CHANNELS, math.ceil(2 * SAMPLE / max(per_channel, 1)))
+    if wanted >= channels:
+        return np.arange(channels)
+    return np.sort(np.random.default_rng(_SEED).choice(channels, wanted, replace=False))
 
 
 def limit(samples: int) -> float:
@@ -72,7 +84,8 @@ def judge(side, exact, variance) -> dict:
     if live.size > SAMPLE:
         live = np.random.default_rng(_SEED).choice(live, SAMPLE, replace=False)
     computed = side[live].astype(np.float64)
-    _, distinct = np.unique(np.stack([exact[live], computed], axis=1), axis=0, return_index=True)
+    # (exact, computed) pairs as one complex key: a 1-D unique, five times faster than np.unique(axis=0)
+    _, distinct = np.unique(exact[live] + 1j * computed, return_index=True)
     live, computed = live[distinct], computed[distinct]
     z2 = (computed - exact[live]) ** 2 / variance[live]
     ratio = float(math.sqrt(z2.mean())) if z2.size else 0.0
