@@ -7,13 +7,13 @@ from parity import machine
 def test_the_facts_name_the_cpu_its_isa_and_the_versions(monkeypatch):
     monkeypatch.setattr(machine, "_cpuinfo", lambda: "model name\t: AMD EPYC\ncpu family\t: 25\nmodel\t\t: 17\n"
                                                      "flags\t\t: fpu avx2 avx512f\n")
-    for name in ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "SSD_NATIVE_CONV3X3"):  # a run on a forced path sets them
+    for name in ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "SSD_NATIVE_CONV3X3", "OPENBLAS_CORETYPE"):  # a run on a forced path sets them
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("SSD_NATIVE_ISA", "avx2")
     facts = machine.machine_facts()
     assert facts["cpu"] == "AMD EPYC (family 25, model 17)" and facts["isa"] == "avx512"
     assert facts["environment"] == {"SSD_NATIVE_ISA": "avx2"}
-    assert facts["cores"] >= 1 and all(facts[k] for k in ("python", "torch", "torchvision", "numpy"))
+    assert facts["cores"] >= 1 and all(facts[k] for k in ("python", "torch", "torchvision", "numpy", "native_blas_core"))
 
 
 def test_an_avx2_only_cpu_reads_avx2(monkeypatch):

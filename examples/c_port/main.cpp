@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "openblas.h"
 #include "ssd300/ssd_model.h"
 
 namespace {
@@ -139,7 +140,7 @@ void switch_fault_on(const char* name) {
 int main(int argc, char** argv) {
   if (argc != 3 && argc != 4) return std::fprintf(stderr, "usage: %s INPUTS_DIR DUMP_DIR [STAGES_DIR]\n", argv[0]), 2;
   if (const char* fault = std::getenv("SSD_PORT_FAULT")) switch_fault_on(fault);
-  scipy_openblas_set_num_threads(1);  // OpenMP owns the threads (native/gemm.h)
+  ssd::openblas();  // loaded single-threaded, with the kernels SSD_NATIVE_ISA asks for (native/openblas.h)
   static pd_inputs in;  // large: not on the stack
   if (pd_read_index(&in, argv[1]) != 0) return std::fprintf(stderr, "%s\n", pd_error), 2;
 

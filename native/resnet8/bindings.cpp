@@ -11,6 +11,7 @@
 #include "array_checks.h"
 #include "kernel_environment.h"
 #include "module_switches.h"
+#include "openblas.h"
 #include "resnet8/resnet8_model.h"
 
 namespace py = pybind11;
@@ -100,8 +101,8 @@ void bind_model(py::module_& m, const char* name) {
 
 PYBIND11_MODULE(resnet8_native, m) {
   m.doc() = "Native C++ ResNet-8 (float and double builds) for parity checks against its PyTorch reference.";
-  scipy_openblas_set_num_threads(1);
   apply_kernel_environment();
+  openblas();  // loaded now, with the kernels the environment asks for (openblas.h)
   bind_model<float>(m, "ModelFloat32");
   bind_model<double>(m, "ModelFloat64");
   bind_thread_count(m);

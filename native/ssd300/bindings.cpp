@@ -13,6 +13,7 @@
 #include "bindings_test_kernels.h"
 #include "kernel_environment.h"
 #include "module_switches.h"
+#include "openblas.h"
 
 namespace py = pybind11;
 using namespace ssd;
@@ -136,9 +137,8 @@ void bind_model(py::module_& m, const char* name) {
 
 PYBIND11_MODULE(ssd_native, m) {
   m.doc() = "Native C++ SSD300 (float and double builds) for parity checks against torchvision.";
-  // OpenMP owns the threads; OpenBLAS runs single-threaded inside them (see gemm.h).
-  scipy_openblas_set_num_threads(1);
   apply_kernel_environment();
+  openblas();  // loaded now, with the kernels the environment asks for (openblas.h)
   bind_model<float>(m, "ModelFloat32");
   bind_model<double>(m, "ModelFloat64");
   bind_thread_count(m);

@@ -11,6 +11,7 @@
 #include "bindings_common.h"
 #include "kernel_environment.h"
 #include "module_switches.h"
+#include "openblas.h"
 
 namespace ssd::bindings {
 
@@ -135,7 +136,11 @@ inline void bind_harness_switches(py::module_& m) {
     if (name == "avx512" && !cpu_has_avx512())
       throw std::invalid_argument("set_gemm_kernel('avx512'): this CPU does not report AVX-512F");
     avx512_kernel_on() = name == "avx512";
-  }, py::arg("name"), "Choose the packed GEMM's register kernel, process-wide.");
+  }, py::arg("name"), "Choose the packed GEMM's register kernel, process-wide (OpenBLAS keeps the kernels it loaded "
+                       "with: blas_core).");
+  m.def("blas_core", [] { return openblas().core; },
+        "The kernels OpenBLAS loaded with (SkylakeX: AVX-512; Haswell: AVX2), chosen when the module loaded: from "
+        "OPENBLAS_CORETYPE if set, else from SSD_NATIVE_ISA and the CPU (openblas.h).");
   m.def("direct_columns", [] { return direct_columns_on().load(); },
         "Whether stride-1 convolutions read interior column panels in place instead of packing them.");
   m.def("set_direct_columns", [](bool on) { direct_columns_on() = on; }, py::arg("on"),
