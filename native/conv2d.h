@@ -19,6 +19,7 @@
 #include "gemm.h"
 #include "gemm_packed.h"
 #include "scratch.h"
+#include "weight_grad_gemm.h"
 
 namespace ssd {
 
@@ -280,6 +281,7 @@ void conv2d_forward(T* out, const T* inp, int batch, const T* weight, const Conv
 template <typename T>
 struct ConvBackwardScratch {
   GuardedScratch<T> columns, column_grads, flipped_weight, packed_weight;
+  WeightGradScratch<T> weight_grad;
 };
 
 // For stride 1 the input gradient is itself a convolution: of dout, padded by dilation*(KH-1) - pad, with the
@@ -300,6 +302,16 @@ void flip_weights(T* flipped, const T* weight, const ConvGeometry& g) {
       T* dst = flipped + (int64_t(c) * g.OC + oc) * taps;
       for (int t = 0; t < taps; ++t) dst[t] = src[taps - 1 - t];
     }
+}
+
+// grad_weight (OC, K) += dout (OC, n; leading dim ld_dout) x col (K, n)^T: on the packed GEMM
+// where packed_weight_grad_on (weight_grad_gemm.h), else OpenBLAS.
+template <typename T>
+void add_weight_grad(T* grad_weight, const T* dout, int ld_dout, const T* col, int n, int OC, int K,
+                     WeightGradScratch<T>& scratch) {
+  if (packed_weight_grad_on().load(std::memory_order_relaxed))
+    return weight_grad_gemm(grad_weight, dout, ld_dout, col, OC, K, n, scratch);
+  gemm(false, true, OC, K, n, T(1), dout, ld_dout, col, n, T(1), grad_weight, K);
 }
 
 // dout (B,OC,OH,OW), inp (B,C,H,W), weight (OC,C,KH,KW) -> grad_inp (B,C,H,W) +=, grad_weight (OC,C,KH,KW) +=,
@@ -340,7 +352,7 @@ void conv2d_backward(T* grad_inp, T* grad_weight, T* grad_bias, const T* dout, c
     const T* image_inp = inp + n * in_size;
     T* image_grad_inp = grad_inp && !input_grad_by_convolution ? grad_inp + n * in_size : nullptr;
     if (g.is_pointwise()) {
-      gemm(false, true, g.OC, K, pixels, T(1), image_dout, pixels, image_inp, pixels, T(1), grad_weight, K);
+      add_weight_grad(grad_weight, image_dout, pixels, image_inp, pixels, g.OC, K, scratch.weight_grad);
       if (image_grad_inp)
         gemm(true, false, K, pixels, g.OC, T(1), weight, K, image_dout, pixels, T(1), image_grad_inp, pixels);
       continue;
@@ -348,7 +360,7 @@ void conv2d_backward(T* grad_inp, T* grad_weight, T* grad_bias, const T* dout, c
     for (int p0 = 0; p0 < pixels; p0 += tile) {
       const int p1 = std::min(pixels, p0 + tile), count = p1 - p0;
       im2col(col, image_inp, g, p0, p1);
-      gemm(false, true, g.OC, K, count, T(1), image_dout + p0, pixels, col, count, T(1), grad_weight, K);
+      add_weight_grad(grad_weight, image_dout + p0, pixels, col, count, g.OC, K, scratch.weight_grad);
       if (image_grad_inp) {
         gemm(true, false, K, count, g.OC, T(1), weight, K, image_dout + p0, pixels, T(0), col_grad, count);
         col2im_add(image_grad_inp, col_grad, g, p0, p1);

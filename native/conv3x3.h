@@ -1,6 +1,6 @@
 // 3x3 convolutions with stride 1 and pad 1 of kConv3x3ChannelBlock to kConv3x3MaxChannels input channels (VGG's
 // 300x300 and 150x150 layers and conv3_1, and the input gradients of the first three), as a direct convolution: a
-// register tile of kConv3x3Pixels output pixels along a row x kConv3x3Outputs<T> output channels, each step
+// register tile of kConv3x3Pixels output pixels along a row x two vectors of output channels, each step
 // broadcasting one input value per pixel and loading two vectors of weights (output channels contiguous). The
 // im2col GEMM (conv2d.h) broadcasts weights and loads 16 pixels of an input row per step instead; with 64 or 128
 // output channels its tile reads each input row 11-22 times from L2, often across two cache lines. Measured in
@@ -19,18 +19,22 @@
 #include <cstdint>
 #include <vector>
 
+#include "conv3x3_avx512.h"
 #include "conv_geometry.h"
 #include "gemm_packed.h"
 #include "scratch.h"
 
 namespace ssd {
 
-constexpr int kConv3x3Pixels = 6;         // 6 x 2 accumulators + 2 weight vectors + 1 broadcast: 15 of 16 registers
 constexpr int kConv3x3ChannelBlock = 8;   // input channels per pass along an output row (16 measured 7% slower)
 constexpr int kConv3x3MaxChannels = 128;  // input channels; at 256 this kernel was no faster than the GEMM
-constexpr int kConv3x3Segment = 96;       // pixels per sweep: its input rows, sums and weights (20 KB) stay in L1
+// Pixels per sweep: its input rows, sums and weights stay in L1 (20 KB; 30 KB with the AVX-512 tile's 32 channels).
+constexpr int kConv3x3Segment = 96;
+
+// Output channels of a tile: two vectors, of AVX2 (16 float, 8 double) or, where the packed GEMM runs its AVX-512
+// tile (avx512_kernel_on), of AVX-512 (32, 16: conv3x3_avx512.h).
 template <typename T>
-constexpr int kConv3x3Outputs = 2 * Simd<T>::kLanes;  // output channels of a tile: 16 float, 8 double
+int conv3x3_outputs() { return 2 * (avx512_kernel_on().load(std::memory_order_relaxed) ? Zmm<T>::kLanes : Simd<T>::kLanes); }
 
 // Whether conv2d_forward takes this kernel where it applies (on unless a test switches it off to hold it to the
 // im2col GEMM, which rounds differently: K blocks of kKBlock).
@@ -47,8 +51,8 @@ inline bool conv3x3_applies(const ConvGeometry& g) {
          g.pad == 1 && g.dilation == 1 && g.C >= kConv3x3ChannelBlock && g.C <= kConv3x3MaxChannels;
 }
 
-// acc (P pixels x kConv3x3Outputs<T> channels, pixel-major) = (first ? 0 : acc) + sum over the steps s in order of
-// in[offsets[s] + i] (pixel i) x w[s * kConv3x3Outputs<T> ...] (the step's weight vectors).
+// acc (P pixels x 2 * Simd<T>::kLanes channels, pixel-major) = (first ? 0 : acc) + sum over the steps s in order of
+// in[offsets[s] + i] (pixel i) x w[s * 2 * Simd<T>::kLanes ...] (the step's weight vectors).
 template <typename T, int P>
 inline void conv3x3_tile(T* acc, bool first, const T* in, const int64_t* offsets, const T* w, int steps) {
   using S = Simd<T>;
@@ -78,7 +82,7 @@ inline void conv3x3_tile(T* acc, bool first, const T* in, const int64_t* offsets
 // last one narrower.
 template <typename T>
 void conv3x3_row(T* acc, bool first, const T* in, const int64_t* offsets, const T* w, int steps, int width) {
-  constexpr int P = kConv3x3Pixels, TC = kConv3x3Outputs<T>;
+  constexpr int P = kConv3x3Pixels, TC = 2 * Simd<T>::kLanes;
   int x = 0;
   for (; x + P <= width; x += P) conv3x3_tile<T, P>(acc + x * TC, first, in + x, offsets, w, steps);
   T* a = acc + x * TC;
@@ -92,17 +96,13 @@ void conv3x3_row(T* acc, bool first, const T* in, const int64_t* offsets, const 
   }
 }
 
-// Groups of kConv3x3Outputs<T> output channels, the last one padded with zero weights.
+// weight (OC,C,3,3) -> packed (groups of TC output channels, C, 9, TC), the last group padded with zero weights: a
+// tile's step reads its TC output channels' weights contiguously.
 template <typename T>
-int conv3x3_groups(const ConvGeometry& g) { return (g.OC + kConv3x3Outputs<T> - 1) / kConv3x3Outputs<T>; }
-
-// weight (OC,C,3,3) -> packed (groups, C, 9, TC): a tile's step reads its TC output channels' weights contiguously.
-template <typename T>
-void pack_conv3x3_weights(T* packed, const T* weight, const ConvGeometry& g) {
-  constexpr int TC = kConv3x3Outputs<T>;
-  const int K = g.patch();
+void pack_conv3x3_weights(T* packed, const T* weight, const ConvGeometry& g, int TC) {
+  const int K = g.patch(), groups = (g.OC + TC - 1) / TC;
 #pragma omp parallel for schedule(static)
-  for (int oc = 0; oc < conv3x3_groups<T>(g) * TC; ++oc)
+  for (int oc = 0; oc < groups * TC; ++oc)
     for (int k = 0; k < K; ++k)
       packed[(int64_t(oc / TC) * K + k) * TC + oc % TC] = oc < g.OC ? weight[int64_t(oc) * K + k] : T(0);
 }
@@ -125,18 +125,20 @@ void load_band_row(T* band, int64_t slot_size, int stride, const T* image, const
 // inp (B,C,H,W), weight (OC,C,3,3) -> out (B,OC,H,W), finished as `epilogue` says (conv2d_forward's contract,
 // where conv3x3_applies). A work item is one output row of one image. Its thread keeps the three input rows it
 // reads, padded, in a band in cache (C x 3 x (W+2): 232 KB at 64 channels and 300x300), and a thread's items are
-// consecutive rows, so each new row loads one input row into the band. Per kConv3x3Outputs<T> output channels, per
+// consecutive rows, so each new row loads one input row into the band. Per tile's TC output channels, per
 // segment of the row and per block of input channels, the tiles sweep the segment, their sums kept in the thread's
 // row buffer; the finished row is then written to those channels' planes (bias and ReLU, or added in).
 template <typename T>
 void conv3x3_forward(T* out, const T* inp, int batch, const T* weight, const ConvGeometry& g,
                      const ConvEpilogue<T>& epilogue) {
-  constexpr int TC = kConv3x3Outputs<T>, CB = kConv3x3ChannelBlock;
-  const int H = g.H, W = g.W, PW = W + 2, groups = conv3x3_groups<T>(g), K = g.patch();
+  constexpr int CB = kConv3x3ChannelBlock;
+  const bool wide = avx512_kernel_on().load(std::memory_order_relaxed);
+  const int TC = conv3x3_outputs<T>(), H = g.H, W = g.W, PW = W + 2, groups = (g.OC + TC - 1) / TC, K = g.patch();
+  const auto row = wide ? conv3x3_row_avx512<T> : conv3x3_row<T>;
   const int64_t plane = int64_t(H) * W, in_size = int64_t(g.C) * plane, out_size = int64_t(g.OC) * plane;
   const int64_t slot_size = int64_t(g.C) * PW;
   GuardedScratch<T> packed;
-  pack_conv3x3_weights(packed.resize(int64_t(groups) * TC * K), weight, g);
+  pack_conv3x3_weights(packed.resize(int64_t(groups) * TC * K), weight, g, TC);
   // offsets[r * K + k], step k = (channel, kh, kw), for output rows y with y % 3 == r: where the step's input lies
   // in the band, from the window corner of the row's first pixel (input row y + kh - 1 is in slot (r + kh + 2) % 3).
   std::vector<int64_t> offsets(3 * K);
@@ -168,8 +170,8 @@ void conv3x3_forward(T* out, const T* inp, int batch, const T* weight, const Con
         for (int x0 = 0; x0 < W; x0 += kConv3x3Segment)
           for (int c0 = 0; c0 < g.C; c0 += CB) {
             const int k0 = c0 * 9, steps = std::min(CB, g.C - c0) * 9;
-            conv3x3_row(acc + x0 * TC, c0 == 0, band + x0, row_offsets + k0, w + int64_t(k0) * TC, steps,
-                        std::min(kConv3x3Segment, W - x0));
+            row(acc + x0 * TC, c0 == 0, band + x0, row_offsets + k0, w + int64_t(k0) * TC, steps,
+                std::min(kConv3x3Segment, W - x0));
           }
         for (int o = 0; o < std::min(TC, g.OC - group * TC); ++o) {
           const int oc = group * TC + o;

@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "conv3x3.h"
+#include "conv3x3_weight_grad_avx512.h"
+#include "conv3x3_weight_grad_tile.h"
 #include "conv_geometry.h"
 #include "gemm_packed.h"
 #include "scratch.h"
@@ -35,60 +37,6 @@ inline bool conv3x3_weight_grad_applies(const ConvGeometry& g) {
   return conv3x3_kernel_on().load(std::memory_order_relaxed) && g.KH == 3 && g.KW == 3 && g.stride == 1 &&
          g.pad == 1 && g.dilation == 1 && g.W >= kWeightGradMinWidth &&
          int64_t(g.C) * g.OC <= kWeightGradMaxChannelPairs;
-}
-
-// The lane sums of twelve vectors added to total[0..11]: each vector's lanes summed by a fixed tree (pairs, then
-// pairs of pairs, then the two halves). Summed here, a tile's totals are 12 values, not 12 vectors: kept as vectors
-// (4.7 MB per thread at 128 channels and 150x150, added to on every row) they took two threads 1.19x the time.
-inline void add_lane_sums(float* total, const __m256 (&v)[12]) {
-  for (int i = 0; i < 12; i += 4) {
-    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(v[i], v[i + 1]), _mm256_hadd_ps(v[i + 2], v[i + 3]));
-    const __m128 sums = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-    _mm_storeu_ps(total + i, _mm_add_ps(_mm_loadu_ps(total + i), sums));
-  }
-}
-
-inline void add_lane_sums(double* total, const __m256d (&v)[12]) {
-  for (int i = 0; i < 12; i += 2) {
-    const __m256d h = _mm256_hadd_pd(v[i], v[i + 1]);
-    const __m128d sums = _mm_add_pd(_mm256_castpd256_pd128(h), _mm256_extractf128_pd(h, 1));
-    _mm_storeu_pd(total + i, _mm_add_pd(_mm_loadu_pd(total + i), sums));
-  }
-}
-
-// One tile over one row: total[v] (v = (o, c, kw), o and c in {0, 1}) += sum over x of d_o[x] * in_c[x + kw], x over
-// `width` pixels (a multiple of the vector width; the rows are zero past their ends). Twelve accumulators, each lane
-// the sum over the pixels of the row in its lane, in pixel order from 0.
-template <typename T>
-inline void weight_grad_tile(T* total, const T* d0, const T* d1, const T* in0, const T* in1, int width) {
-  using S = Simd<T>;
-  using V = typename S::V;
-  constexpr int L = S::kLanes;
-  V a00 = S::zero(), a01 = S::zero(), a02 = S::zero(), a10 = S::zero(), a11 = S::zero(), a12 = S::zero();
-  V b00 = S::zero(), b01 = S::zero(), b02 = S::zero(), b10 = S::zero(), b11 = S::zero(), b12 = S::zero();
-  // Each input vector is loaded once into a register: left to itself, GCC folded it into both FMAs as a memory
-  // operand, two loads (often across a cache line) where one does.
-  auto load = [](const T* p) {
-    V v = S::load(p);
-    asm("" : "+x"(v));
-    return v;
-  };
-  for (int x = 0; x < width; x += L) {  // a: output channel 0, b: output channel 1; then input channel, kw
-    const V g0 = load(d0 + x), g1 = load(d1 + x);
-    V v = load(in0 + x);
-    a00 = S::fma(g0, v, a00), b00 = S::fma(g1, v, b00);
-    v = load(in0 + x + 1);
-    a01 = S::fma(g0, v, a01), b01 = S::fma(g1, v, b01);
-    v = load(in0 + x + 2);
-    a02 = S::fma(g0, v, a02), b02 = S::fma(g1, v, b02);
-    v = load(in1 + x);
-    a10 = S::fma(g0, v, a10), b10 = S::fma(g1, v, b10);
-    v = load(in1 + x + 1);
-    a11 = S::fma(g0, v, a11), b11 = S::fma(g1, v, b11);
-    v = load(in1 + x + 2);
-    a12 = S::fma(g0, v, a12), b12 = S::fma(g1, v, b12);
-  }
-  add_lane_sums(total, {a00, a01, a02, a10, a11, a12, b00, b01, b02, b10, b11, b12});
 }
 
 // Row blocks per image, one work item each: blocks of about kWeightGradBlockRows rows, an even number of them where
@@ -117,6 +65,7 @@ void conv3x3_weight_grad(T* grad_weight, const T* dout, const T* inp, int batch,
   const int64_t plane = int64_t(H) * W, in_size = int64_t(C) * plane, out_size = int64_t(OC) * plane;
   const int64_t elements = int64_t(OC) * C * 9, tile_sums = int64_t(OC2) * C2 * 9, slot = int64_t(C2) * padded;
   const int blocks = weight_grad_row_blocks(H), items = batch * blocks, threads = omp_get_max_threads();
+  const bool wide = avx512_kernel_on().load(std::memory_order_relaxed);  // the AVX-512 tile, bit-identical
   std::vector<GuardedScratch<T>> input_rows(threads), dout_rows(threads), totals(threads);
   for (int t = 0; t < threads; ++t) {
     std::fill_n(input_rows[t].resize(3 * slot), 3 * slot, T(0));  // an odd count's extra channel stays zero
@@ -145,6 +94,11 @@ void conv3x3_weight_grad(T* grad_weight, const T* dout, const T* inp, int batch,
       for (int c = 0; c < C2; c += 2)
         for (int kh = 0; kh < 3; ++kh) {
           const T* in0 = row_of(y + kh - 1) + int64_t(c) * padded;
+          if (wide) {
+            weight_grad_row_avx512(total, grad_rows, width, in0, padded, OC2);
+            total += int64_t(OC2) * 6;
+            continue;
+          }
           for (int o = 0; o < OC2; o += 2, total += 12) {
             const T* d0 = grad_rows + int64_t(o) * width;
             weight_grad_tile(total, d0, d0 + width, in0, in0 + padded, width);

@@ -1,6 +1,7 @@
-"""The native float path is bit-identical run to run, for 1 vs 2 threads, for the AVX2 vs AVX-512 GEMM kernel and
-for column panels packed vs read in place, and for a stage run alone vs inside the whole forward: no float atomics, no
-reductions whose order depends on the thread count, the vector width or where an operand is read from."""
+"""The native float path is bit-identical run to run, for 1 vs 2 threads, for the AVX2 vs AVX-512 GEMM kernel (the
+weight gradients on it too), for column panels packed vs read in place, and for a stage run alone vs inside the whole
+forward: no float atomics, no reductions whose order depends on the thread count, the vector width or where an
+operand is read from."""
 
 import numpy as np
 import pytest
@@ -18,17 +19,21 @@ def step_inputs():
 
 
 def _run(step_inputs, threads: int, kernel: str | None = None, direct: bool = True) -> dict:
+    """One native step; with `kernel`, the packed GEMM on that register tile and the weight gradients on it too."""
     scenario, images, targets = step_inputs
-    before = ssd_native.get_num_threads(), ssd_native.gemm_kernel(), ssd_native.direct_columns()
+    before = (ssd_native.get_num_threads(), ssd_native.gemm_kernel(), ssd_native.direct_columns(),
+              ssd_native.weight_grad_gemm())
     ssd_native.set_num_threads(threads)
     ssd_native.set_gemm_kernel(kernel or before[1])
     ssd_native.set_direct_columns(direct)
+    ssd_native.set_weight_grad_gemm("packed" if kernel else before[3])
     try:
         return native_step(scenario, images, targets)
     finally:
         ssd_native.set_num_threads(before[0])
         ssd_native.set_gemm_kernel(before[1])
         ssd_native.set_direct_columns(before[2])
+        ssd_native.set_weight_grad_gemm(before[3])
 
 
 def _differing(a: dict, b: dict) -> list:

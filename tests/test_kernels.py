@@ -170,6 +170,53 @@ def test_conv2d_backward_of_a_narrow_gemm_in_row_blocks(channels, out_channels, 
 
 
 @contextmanager
+def weight_grad_gemm(name: str, tile: str | None = None):
+    """The weight gradients on the packed GEMM or OpenBLAS; the packed GEMM on the given register tile."""
+    before = ssd_native.weight_grad_gemm(), ssd_native.gemm_kernel()
+    ssd_native.set_weight_grad_gemm(name)
+    ssd_native.set_gemm_kernel(tile or before[1])
+    try:
+        yield
+    finally:
+        ssd_native.set_weight_grad_gemm(before[0])
+        ssd_native.set_gemm_kernel(before[1])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(
+    "batch, channels, out_channels, size, kernel, stride, pad, dilation",
+    [(2, 20, 13, 23, 3, 1, 1, 1), (1, 7, 70, 19, 3, 1, 6, 6), (2, 33, 9, 17, 1, 1, 0, 1), (1, 40, 22, 30, 3, 2, 1, 1)],
+    ids=["3x3-with-row-and-column-tails", "dilated-like-conv6", "pointwise", "strided"],
+)
+def test_weight_gradient_on_the_packed_gemm_matches_torch_and_openblas(batch, channels, out_channels, size, kernel,
+                                                                       stride, pad, dilation, dtype):
+    """The weight gradients of the im2col layers on the packed GEMM (weight_grad_gemm.h: output channels not a
+    multiple of the tile's 6 rows, patch columns not a multiple of its panels, tiles of more than one 256-pixel
+    block) agree with torch and OpenBLAS, and give the same bits on one and two threads and on either tile."""
+    rng = np.random.default_rng(size)
+    x = rng.standard_normal((batch, channels, size, size)).astype(dtype)
+    w = rng.standard_normal((out_channels, channels, kernel, kernel)).astype(dtype)
+    geometry = dict(stride=stride, pad=pad, dilation=dilation)
+    dout, expected = _torch_backward(x, w, rng, **geometry)
+    with weight_grad_gemm("openblas"):
+        openblas = BACKWARD[dtype](dout, x, w, **geometry)
+    with weight_grad_gemm("packed"):
+        runs = _on_one_and_two_threads(lambda: BACKWARD[dtype](dout, x, w, **geometry))
+    # At most 2*23*23 products per weight gradient element.
+    _assert_gradients_close(runs[1], expected, dtype)
+    _assert_gradients_close(openblas, expected, dtype)
+    assert np.array_equal(runs[0][1], runs[1][1])
+    for tile in ssd_native.gemm_kernels():
+        with weight_grad_gemm("packed", tile):
+            assert np.array_equal(BACKWARD[dtype](dout, x, w, **geometry)[1], runs[1][1]), tile
+
+
+def test_weight_grad_gemm_choice_is_validated():
+    with pytest.raises(ValueError, match="'packed' or 'openblas', got 'mkl'"):
+        ssd_native.set_weight_grad_gemm("mkl")
+
+
+@contextmanager
 def conv3x3_kernel(on: bool):
     before = ssd_native.conv3x3_kernel()
     ssd_native.set_conv3x3_kernel(on)
@@ -193,7 +240,7 @@ def test_conv3x3_kernel_matches_direct_loop_torch_and_the_gemm(channels, out_cha
     """The 3x3 kernel (stride 1, pad 1, 8-128 input channels; conv3x3.h) on rows narrower than its 6-pixel tile,
     across 96-pixel segments and with tails, with a last, partial tile of output channels; its input gradient (the
     transposed convolution, on the same kernel when the layer has 8 or more output channels). Against the plain
-    loop, torch and the im2col GEMM."""
+    loop, torch and the im2col GEMM; the AVX-512 tile (32 output channels) gives the AVX2 tile's bits."""
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((batch, channels, height, width)).astype(dtype)
     w = rng.standard_normal((out_channels, channels, 3, 3)).astype(dtype)
@@ -208,6 +255,9 @@ def test_conv3x3_kernel_matches_direct_loop_torch_and_the_gemm(channels, out_cha
     scale = max(1.0, float(np.abs(direct).max()))
     for other in (direct, expected.numpy(), gemm):
         np.testing.assert_allclose(fast, other, rtol=0, atol=tol * scale)
+    for tile in ssd_native.gemm_kernels():
+        with weight_grad_gemm(ssd_native.weight_grad_gemm(), tile):
+            assert np.array_equal(CONV[dtype](x, w, b, pad=1), fast), tile
     dout, expected_grads = _torch_backward(x, w, rng, pad=1)
     _assert_gradients_close(BACKWARD[dtype](dout, x, w, pad=1), expected_grads, dtype)
 
@@ -252,16 +302,20 @@ def test_conv3x3_weight_gradient_matches_torch_and_the_gemm(channels, out_channe
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_conv3x3_weight_gradient_is_the_same_on_one_and_two_threads(dtype):
+def test_conv3x3_weight_gradient_is_the_same_on_one_and_two_threads_and_either_tile(dtype):
     """Its work items (blocks of rows of one image: 12 here) each sum into their own slot, added in item order: the
-    same bits whatever thread ran which item and whichever finished first (three runs on two threads)."""
+    same bits whatever thread ran which item and whichever finished first (three runs on two threads). The AVX-512
+    tile (four output channels, and the AVX2 tile for a last pair: 6 here) gives the AVX2 tile's bits."""
     rng = np.random.default_rng(11)
-    x = rng.standard_normal((3, 6, 100, 130)).astype(dtype)
-    w = rng.standard_normal((8, 6, 3, 3)).astype(dtype)
-    dout = rng.standard_normal((3, 8, 100, 130)).astype(dtype)
+    x = rng.standard_normal((3, 5, 100, 130)).astype(dtype)
+    w = rng.standard_normal((6, 5, 3, 3)).astype(dtype)
+    dout = rng.standard_normal((3, 6, 100, 130)).astype(dtype)
     runs = _on_one_and_two_threads(lambda: [BACKWARD[dtype](dout, x, w, pad=1)[1] for _ in range(3)])
     for two_threads in runs[1]:
         assert np.array_equal(runs[0][0], two_threads)
+    for tile in ssd_native.gemm_kernels():
+        with weight_grad_gemm(ssd_native.weight_grad_gemm(), tile):
+            assert np.array_equal(BACKWARD[dtype](dout, x, w, pad=1)[1], runs[0][0]), tile
 
 
 def test_conv2d_backward_names_a_misshaped_gradient():

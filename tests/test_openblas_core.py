@@ -1,5 +1,6 @@
 """OpenBLAS follows the native kernel switch (native/openblas.h): SSD_NATIVE_ISA=avx2 on an AVX-512 CPU loads its
-Haswell (AVX2) kernels, an OPENBLAS_CORETYPE already set wins, and the variable the module sets while OpenBLAS
+Haswell (AVX2) kernels and gives it the weight gradients (as on an AVX2 CPU; on AVX-512 they run on the packed GEMM),
+an OPENBLAS_CORETYPE already set wins, and the variable the module sets while OpenBLAS
 loads is gone afterwards. Each case is a fresh process: OpenBLAS chooses its kernels once, when it loads."""
 
 import os
@@ -11,7 +12,8 @@ import pytest
 from parity.machine import has_avx512
 
 PROBE = ("import ctypes, ssd_native; getenv = ctypes.CDLL(None).getenv; getenv.restype = ctypes.c_char_p; "
-         "print(ssd_native.blas_core(), ssd_native.gemm_kernel(), getenv(b'OPENBLAS_CORETYPE'))")
+         "print(ssd_native.blas_core(), ssd_native.gemm_kernel(), ssd_native.weight_grad_gemm(), "
+         "getenv(b'OPENBLAS_CORETYPE'))")
 
 
 def _loaded(**environment) -> list:
@@ -25,11 +27,12 @@ needs_avx512 = pytest.mark.skipif(not has_avx512(), reason="this CPU has no AVX-
 
 @needs_avx512
 def test_the_avx2_switch_moves_openblas_to_avx2_kernels():
-    assert _loaded(SSD_NATIVE_ISA="avx2") == ["Haswell", "avx2", "None"]
+    assert _loaded(SSD_NATIVE_ISA="avx2") == ["Haswell", "avx2", "openblas", "None"]
     wide = _loaded(SSD_NATIVE_ISA="avx512")
-    assert wide[1:] == ["avx512", "None"] and wide[0] != "Haswell"
+    assert wide[1:] == ["avx512", "packed", "None"] and wide[0] != "Haswell"
 
 
 @needs_avx512
 def test_an_openblas_coretype_already_set_wins():
-    assert _loaded(SSD_NATIVE_ISA="avx512", OPENBLAS_CORETYPE="Haswell") == ["Haswell", "avx512", "b'Haswell'"]
+    assert _loaded(SSD_NATIVE_ISA="avx512", OPENBLAS_CORETYPE="Haswell") == ["Haswell", "avx512", "packed",
+                                                                              "b'Haswell'"]

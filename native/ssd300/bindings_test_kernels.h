@@ -145,6 +145,14 @@ inline void bind_harness_switches(py::module_& m) {
         "Whether stride-1 convolutions read interior column panels in place instead of packing them.");
   m.def("set_direct_columns", [](bool on) { direct_columns_on() = on; }, py::arg("on"),
         "Read interior column panels in place (True, the default) or pack every panel; results are bit-identical.");
+  m.def("weight_grad_gemm", [] { return std::string(packed_weight_grad_on() ? "packed" : "openblas"); },
+        "Where the weight gradients of the im2col layers run: the packed GEMM (on AVX-512 CPUs) or OpenBLAS.");
+  m.def("set_weight_grad_gemm", [](const std::string& name) {
+    if (name != "packed" && name != "openblas")
+      throw std::invalid_argument("set_weight_grad_gemm takes 'packed' or 'openblas', got '" + name + "'");
+    packed_weight_grad_on() = name == "packed";
+  }, py::arg("name"), "Run those weight gradients on the packed GEMM or on OpenBLAS (another summation order, "
+                       "within the same tolerances), process-wide.");
   m.def("conv3x3_kernel", [] { return conv3x3_kernel_on().load(); },
         "Whether 3x3 stride-1, pad-1 convolutions run on the direct kernels: the forward at 8 to 128 input channels "
         "(conv3x3.h), the weight gradient on maps at least 128 wide (conv3x3_weight_grad.h).");
