@@ -3,9 +3,9 @@
 // packed per chunk of output pixels and K block (or, for up to kDirectMaxRows output channels, read in place where a
 // panel of pixels lies inside the image); 3x3, stride-1, pad-1 convolutions of 8 to 128 input channels run as direct
 // convolutions instead (conv3x3.h). Backward: for stride 1 the input gradient is the transposed
-// convolution on the same packed GEMM; the weight gradient (and a strided input gradient) run on OpenBLAS, one
-// tile of output pixels at a time, but for the 3x3 convolutions of the wide maps: a direct kernel
-// (conv3x3_weight_grad.h).
+// convolution on the same packed GEMM; the weight gradient (and a strided input gradient) run on OpenBLAS (the
+// weight gradient on AVX-512 CPUs on the packed GEMM: weight_grad_gemm.h), one tile of output pixels at a time, but
+// for the 3x3 convolutions of the wide maps: a direct kernel (conv3x3_weight_grad.h).
 #pragma once
 #include <algorithm>
 #include <atomic>
