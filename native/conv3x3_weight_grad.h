@@ -7,9 +7,10 @@
 // (two threads, batch 1, alternating calls in one process), the whole backward of conv1_2 took 0.88x its time,
 // conv2_1 0.95x, conv2_2 0.94x; the weight gradient alone 0.80x, 0.84x, 0.96x.
 //
-// Summation, per gradient element: within a row, each vector lane sums its pixels in order from 0, and the lanes
-// are added by a fixed tree; the row sums are added row by row over a work item's block of rows; the blocks' sums
-// are added to grad_weight in (image, block) order. Which thread ran a block does not matter.
+// Summation, per gradient element: within a group of up to kWeightGradGroupRows rows (a work item's block of rows
+// cut from its first row), each vector lane sums its pixels row by row, in order from 0, and the lanes are added by
+// a fixed tree; the group sums are added in order over the block; the blocks' sums are added to grad_weight in
+// (image, block) order. Which thread ran a block does not matter.
 #pragma once
 #include <omp.h>
 
@@ -47,13 +48,26 @@ inline int weight_grad_row_blocks(int H) {
   return blocks > 1 && blocks % 2 ? blocks + 1 : blocks;
 }
 
+// Input row y of every channel -> slot (C rows of `padded` values): a zero, the row (zeros outside the image),
+// zeros to the end.
+template <typename T>
+void load_padded_row(T* slot, int padded, const T* image, const ConvGeometry& g, int y) {
+  for (int c = 0; c < g.C; ++c) {
+    T* row = slot + int64_t(c) * padded;
+    row[0] = T(0);
+    if (y < 0 || y >= g.H) std::fill(row + 1, row + 1 + g.W, T(0));
+    else std::copy_n(image + (int64_t(c) * g.H + y) * g.W, g.W, row + 1);
+    std::fill(row + 1 + g.W, row + padded, T(0));
+  }
+}
+
 // dout (B,OC,H,W), inp (B,C,H,W) -> grad_weight (OC,C,3,3) += (where conv3x3_weight_grad_applies). A work item is
 // one block of rows of one image, for every output and input channel, so each row of dout and of the input is read
 // from memory once (items of output x input channel blocks over whole images, a first version, read them again
-// for every block: 1.2-1.4x the time at 64 channels and 300x300). Its thread keeps the three input rows an output
-// row needs, every channel, zero-padded (one column left, the rest right), loading one new row per output row, and
-// copies the row's dout rows into a buffer padded with zeros to whole vectors (C x 3 and OC rows: 320 KB at 64
-// channels and 300x300, in L2). The tiles take channels in pairs: an odd count gets one more, all zeros (the first
+// for every block: 1.2-1.4x the time at 64 channels and 300x300). Per group of rows, its thread loads the input rows
+// the group needs, every channel, zero-padded (one column left, the rest right), and copies the group's dout rows
+// into a buffer padded with zeros to whole vectors (C x 6 and OC x 4 rows: 800 KB at 128 channels and 150x150; a
+// (channel pair, kh)'s tiles sweep the OC x 4 dout rows, 311 KB of it, from L2). The tiles take channels in pairs: an odd count gets one more, all zeros (the first
 // layer's 3 input channels: 0.5x the GEMM's time even so). The tiles' sums are kept in the order the tiles run, 12
 // each; the item's go to its own slot of `partials`, added to grad_weight in item order at the end.
 template <typename T>
@@ -66,10 +80,12 @@ void conv3x3_weight_grad(T* grad_weight, const T* dout, const T* inp, int batch,
   const int64_t elements = int64_t(OC) * C * 9, tile_sums = int64_t(OC2) * C2 * 9, slot = int64_t(C2) * padded;
   const int blocks = weight_grad_row_blocks(H), items = batch * blocks, threads = omp_get_max_threads();
   const bool wide = avx512_kernel_on().load(std::memory_order_relaxed);  // the AVX-512 tile, bit-identical
+  constexpr int R = kWeightGradGroupRows;
+  const int64_t dout_slot = int64_t(OC2) * width;
   std::vector<GuardedScratch<T>> input_rows(threads), dout_rows(threads), totals(threads);
   for (int t = 0; t < threads; ++t) {
-    std::fill_n(input_rows[t].resize(3 * slot), 3 * slot, T(0));  // an odd count's extra channel stays zero
-    std::fill_n(dout_rows[t].resize(int64_t(OC2) * width), int64_t(OC2) * width, T(0));
+    std::fill_n(input_rows[t].resize((R + 2) * slot), (R + 2) * slot, T(0));  // an odd count's extra channel stays 0
+    std::fill_n(dout_rows[t].resize(R * dout_slot), R * dout_slot, T(0));
     totals[t].resize(tile_sums);
   }
   GuardedScratch<T> partials;
@@ -83,25 +99,24 @@ void conv3x3_weight_grad(T* grad_weight, const T* dout, const T* inp, int batch,
     std::fill_n(sums, tile_sums, T(0));
     const T* image = inp + n * in_size;
     const T* image_dout = dout + n * out_size;
-    // Input row iy of channel c at rows + ((iy + 3) % 3) * slot + c * padded + 1 + x (load_band_row).
-    auto row_of = [&](int iy) { return rows + int64_t((iy + 3) % 3) * slot; };
-    for (int iy = y0 - 1; iy <= y0; ++iy) load_band_row(rows, slot, padded, image, g, iy);
-    for (int y = y0; y < y1; ++y) {
-      load_band_row(rows, slot, padded, image, g, y + 1);
-      for (int o = 0; o < OC; ++o)
-        std::copy_n(image_dout + (int64_t(o) * H + y) * W, W, grad_rows + int64_t(o) * width);
+    for (int ys = y0; ys < y1; ys += R) {  // a group of rows: input rows ys - 1 .. ys + count in slots 0 .. count + 1
+      const int count = std::min(R, y1 - ys);
+      for (int j = 0; j < count + 2; ++j) load_padded_row(rows + j * slot, padded, image, g, ys - 1 + j);
+      for (int r = 0; r < count; ++r)
+        for (int o = 0; o < OC; ++o)
+          std::copy_n(image_dout + (int64_t(o) * H + ys + r) * W, W, grad_rows + r * dout_slot + int64_t(o) * width);
       T* total = sums;  // the tiles' totals, 12 each, in the order the tiles run
       for (int c = 0; c < C2; c += 2)
         for (int kh = 0; kh < 3; ++kh) {
-          const T* in0 = row_of(y + kh - 1) + int64_t(c) * padded;
+          const T* in0 = rows + kh * slot + int64_t(c) * padded;
           if (wide) {
-            weight_grad_row_avx512(total, grad_rows, width, in0, padded, OC2);
+            weight_grad_rows_avx512(total, grad_rows, dout_slot, width, in0, padded, slot, OC2, count);
             total += int64_t(OC2) * 6;
             continue;
           }
           for (int o = 0; o < OC2; o += 2, total += 12) {
             const T* d0 = grad_rows + int64_t(o) * width;
-            weight_grad_tile(total, d0, d0 + width, in0, in0 + padded, width);
+            weight_grad_tile(total, d0, d0 + width, dout_slot, in0, in0 + padded, slot, width, count);
           }
         }
     }

@@ -30,23 +30,27 @@ SSD_AVX512 inline __m256 high_half(__m512 v) { return _mm256_castpd_ps(_mm512_ex
 SSD_AVX512 inline __m256d high_half(__m512d v) { return _mm512_extractf64x4_pd(v, 1); }
 
 // total[0..11] and total[12..23] += what weight_grad_tile adds for the output pairs (d0, d0 + width) and
-// (d0 + 2 width, d0 + 3 width), input channels in0 and in1, over `width` pixels.
+// (d0 + 2 width, d0 + 3 width), input channels in0 and in1, over `width` pixels of `rows` rows.
 template <typename T>
-SSD_AVX512 inline void weight_grad_tile_avx512(T* total, const T* d0, const T* in0, const T* in1, int width) {
+SSD_AVX512 inline void weight_grad_tile_avx512(T* total, const T* d0, int64_t d_step, const T* in0, const T* in1,
+                                               int64_t in_step, int width, int rows) {
   using S = Simd<T>;
   using V = typename Zmm<T>::V;
   constexpr int L = S::kLanes;
   V acc[2][6];  // [pair][input channel, kw]: each zmm the pair's two output channels, one per half
   for (auto& pair : acc)
     for (V& v : pair) v = Zmm<T>::zero();
-  const T *d1 = d0 + width, *d2 = d1 + width, *d3 = d2 + width;
-  for (int x = 0; x < width; x += L) {
-    const V g01 = join_halves(S::load(d0 + x), S::load(d1 + x)), g23 = join_halves(S::load(d2 + x), S::load(d3 + x));
+  for (int r = 0; r < rows; ++r, d0 += d_step, in0 += in_step, in1 += in_step) {
+    const T *d1 = d0 + width, *d2 = d1 + width, *d3 = d2 + width;
+    for (int x = 0; x < width; x += L) {
+      const V g01 = join_halves(S::load(d0 + x), S::load(d1 + x));
+      const V g23 = join_halves(S::load(d2 + x), S::load(d3 + x));
 #pragma GCC unroll 6
-    for (int v = 0; v < 6; ++v) {
-      const V in = broadcast_half((v < 3 ? in0 : in1) + x + v % 3);
-      acc[0][v] = Zmm<T>::fma(g01, in, acc[0][v]);
-      acc[1][v] = Zmm<T>::fma(g23, in, acc[1][v]);
+      for (int v = 0; v < 6; ++v) {
+        const V in = broadcast_half((v < 3 ? in0 : in1) + x + v % 3);
+        acc[0][v] = Zmm<T>::fma(g01, in, acc[0][v]);
+        acc[1][v] = Zmm<T>::fma(g23, in, acc[1][v]);
+      }
     }
   }
   for (int pair = 0; pair < 2; ++pair) {
@@ -57,16 +61,17 @@ SSD_AVX512 inline void weight_grad_tile_avx512(T* total, const T* d0, const T* i
   }
 }
 
-// One row's tiles over the output pairs of OC2 (even) channels, for one (input channel pair, kh): total advances by
-// 12 per pair, as the AVX2 loop's does.
+// One group of rows' tiles over the output pairs of OC2 (even) channels, for one (input channel pair, kh): total
+// advances by 12 per pair, as the AVX2 loop's does.
 template <typename T>
-SSD_AVX512 void weight_grad_row_avx512(T* total, const T* grad_rows, int width, const T* in0, int padded, int OC2) {
+SSD_AVX512 void weight_grad_rows_avx512(T* total, const T* grad_rows, int64_t d_step, int width, const T* in0,
+                                        int padded, int64_t in_step, int OC2, int rows) {
   int o = 0;
   for (; o + 4 <= OC2; o += 4, total += 24)
-    weight_grad_tile_avx512(total, grad_rows + int64_t(o) * width, in0, in0 + padded, width);
+    weight_grad_tile_avx512(total, grad_rows + int64_t(o) * width, d_step, in0, in0 + padded, in_step, width, rows);
   if (o < OC2) {
     const T* d0 = grad_rows + int64_t(o) * width;
-    weight_grad_tile(total, d0, d0 + width, in0, in0 + padded, width);
+    weight_grad_tile(total, d0, d0 + width, d_step, in0, in0 + padded, in_step, width, rows);
   }
 }
 
