@@ -107,12 +107,10 @@ void pack_conv3x3_weights(T* packed, const T* weight, const ConvGeometry& g, int
       packed[(int64_t(oc / TC) * K + k) * TC + oc % TC] = oc < g.OC ? weight[int64_t(oc) * K + k] : T(0);
 }
 
-// Input row y of every channel into its slot of a band of three (slot (y + 3) % 3, row -1 in slot 2; slots
-// slot_size apart): channel c's row at slot + c * stride holds a zero, the row's W values, then zeros up to stride
-// (at least W + 2). Rows outside the image are zeros.
+// Input row y of every channel -> slot: channel c's row at slot + c * stride holds a zero, the row's W values, then
+// zeros up to stride (at least W + 2). Rows outside the image are zeros.
 template <typename T>
-void load_band_row(T* band, int64_t slot_size, int stride, const T* image, const ConvGeometry& g, int y) {
-  T* slot = band + int64_t((y + 3) % 3) * slot_size;
+void load_padded_row(T* slot, int stride, const T* image, const ConvGeometry& g, int y) {
   for (int c = 0; c < g.C; ++c) {
     T* row = slot + int64_t(c) * stride;
     row[0] = T(0);
@@ -120,6 +118,12 @@ void load_band_row(T* band, int64_t slot_size, int stride, const T* image, const
     else std::copy_n(image + (int64_t(c) * g.H + y) * g.W, g.W, row + 1);
     std::fill(row + 1 + g.W, row + stride, T(0));
   }
+}
+
+// Input row y into its slot of a band of three (slot (y + 3) % 3, row -1 in slot 2; slots slot_size apart).
+template <typename T>
+void load_band_row(T* band, int64_t slot_size, int stride, const T* image, const ConvGeometry& g, int y) {
+  load_padded_row(band + int64_t((y + 3) % 3) * slot_size, stride, image, g, y);
 }
 
 // inp (B,C,H,W), weight (OC,C,3,3) -> out (B,OC,H,W), finished as `epilogue` says (conv2d_forward's contract,

@@ -48,27 +48,15 @@ inline int weight_grad_row_blocks(int H) {
   return blocks > 1 && blocks % 2 ? blocks + 1 : blocks;
 }
 
-// Input row y of every channel -> slot (C rows of `padded` values): a zero, the row (zeros outside the image),
-// zeros to the end.
-template <typename T>
-void load_padded_row(T* slot, int padded, const T* image, const ConvGeometry& g, int y) {
-  for (int c = 0; c < g.C; ++c) {
-    T* row = slot + int64_t(c) * padded;
-    row[0] = T(0);
-    if (y < 0 || y >= g.H) std::fill(row + 1, row + 1 + g.W, T(0));
-    else std::copy_n(image + (int64_t(c) * g.H + y) * g.W, g.W, row + 1);
-    std::fill(row + 1 + g.W, row + padded, T(0));
-  }
-}
-
 // dout (B,OC,H,W), inp (B,C,H,W) -> grad_weight (OC,C,3,3) += (where conv3x3_weight_grad_applies). A work item is
 // one block of rows of one image, for every output and input channel, so each row of dout and of the input is read
 // from memory once (items of output x input channel blocks over whole images, a first version, read them again
 // for every block: 1.2-1.4x the time at 64 channels and 300x300). Per group of rows, its thread loads the input rows
-// the group needs, every channel, zero-padded (one column left, the rest right), and copies the group's dout rows
-// into a buffer padded with zeros to whole vectors (C x 6 and OC x 4 rows: 800 KB at 128 channels and 150x150; a
-// (channel pair, kh)'s tiles sweep the OC x 4 dout rows, 311 KB of it, from L2). The tiles take channels in pairs: an odd count gets one more, all zeros (the first
-// layer's 3 input channels: 0.5x the GEMM's time even so). The tiles' sums are kept in the order the tiles run, 12
+// the group needs, every channel, zero-padded (one column left, the rest right: load_padded_row), and copies the
+// group's dout rows into a buffer padded with zeros to whole vectors (C x 6 and OC x 4 rows: 800 KB at 128 channels
+// and 150x150; a (channel pair, kh)'s tiles sweep the OC x 4 dout rows, 311 KB of it, from L2). The tiles take
+// channels in pairs: an odd count gets one more, all zeros (the first layer's 3 input channels: 0.5x the GEMM's time
+// even so). The tiles' sums are kept in the order the tiles run, 12
 // each; the item's go to its own slot of `partials`, added to grad_weight in item order at the end.
 template <typename T>
 void conv3x3_weight_grad(T* grad_weight, const T* dout, const T* inp, int batch, const ConvGeometry& g) {

@@ -27,8 +27,8 @@ inline void add_lane_sums(double* total, const __m256d (&v)[12]) {
 }
 
 // Rows of input and dout one tile call sums before its lane sums are taken: the twelve horizontal sums cost about
-// as much as a 150-pixel row's FMAs (skipping them, a wrong result, took the weight gradients of conv1_2 to conv2_2
-// at batch 4 on Zen 5 from 670 to 605 ms), so a group of rows pays them once. Four rows keep a thread's buffers of
+// as much as a 150-pixel row's FMAs (skipping them, a wrong result, took the whole backward of conv1_2 to conv2_2 at
+// batch 4 on Zen 5 from 670 to 605 ms), so a group of rows pays them once. Four rows keep a thread's buffers of
 // those rows (C x 6 input rows and OC x 4 dout rows) under 1 MB at 128 channels and 150x150.
 constexpr int kWeightGradGroupRows = 4;
 
