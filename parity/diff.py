@@ -59,6 +59,10 @@ def _metrics_table(result) -> Table:
         n, r = result.typical["native"], result.typical["reference"]
         rows.append(("typical error: RMS / float32's", f"native {n['ratio']:.3g}, reference {r['ratio']:.3g}, limit "
                                                        f"{n['limit']:.3g} over {n['samples']} distinct elements"))
+        if n.get("channel"):
+            c = n["channel"]
+            rows.append(("typical error, worst channel", f"native channel {c['index']}: {c['ratio']:.3g}, limit "
+                                                         f"{c['limit']:.3g} over {c['samples']} elements"))
     if result.strict64:
         s = result.strict64
         rows.append(("native float64 vs oracle", f"max abs {s['max_abs']:.3g} (bound {s['bound']['derivation']})"))

@@ -1,11 +1,14 @@
 """The typical-error verdict (parity/core/error_model/typical.py): correct float32 sums pass it (a plain loop, PyTorch's
-convolutions, the native port), and an error 15 times the reference's own, in a stage fed clean inputs, fails it at
-every convolution with enough elements to tell, where the per-element worst-case bound lets most of it through."""
+convolutions and weight gradients, the native port), and an error 15 times the reference's own, in a stage fed clean
+inputs, fails it at every convolution with enough elements to tell, where the per-element worst-case bound lets most
+of it through; one channel off fails where the tensor's mean hides it; a weight gradient summed in raster order
+passes and one from bfloat16 inputs fails."""
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.nn.grad import conv2d_weight
 
 from models.ssd300.case import compare_sides
 from models.ssd300.isolated import forward_stage_results
@@ -13,7 +16,7 @@ from models.ssd300.scenarios import load_scenarios
 from models.ssd300.sides import native_model_for, reference_model_for, run_sides
 from models.ssd300.spec import build_stages
 from parity.core.compare import TensorResult, judge_typical
-from parity.core.error_model import forward, typical
+from parity.core.error_model import backward, forward, typical
 
 INJECTED = 15.0
 
@@ -55,6 +58,56 @@ def test_pytorch_float32_convolutions_pass():
         computed = F.conv2d(x.float(), weight.float(), bias.float(), padding=padding, dilation=dilation)
         judged = typical.judge(computed.numpy(), exact.numpy(), variance.numpy())
         assert 0 < judged["ratio"] and judged["margin"] <= 1, (channels, kernel, judged)
+
+
+def test_one_channel_off_fails_where_the_tensor_mean_hides_it():
+    channels, per_channel, off = 64, 2000, 5
+    computed, exact, variance = (a.reshape(channels, per_channel) for a in _sequential_sums(7, channels * per_channel, 300))
+    assert typical.judge(computed, exact, variance, channel_axis=0)["margin"] <= 1
+    shifted = computed.astype(np.float64)
+    shifted[off] += 8 * np.sqrt(variance[off])  # one channel 8 times its typical error off: diluted 64 times
+    judged = typical.judge(shifted.astype(np.float32), exact, variance, channel_axis=0, channels=np.arange(100, 164))
+    assert judged["ratio"] < judged["limit"]  # the tensor's mean lets it through
+    assert judged["margin"] > 1 and judged["channel"]["index"] == 100 + off
+    assert typical.limit(per_channel, channels, typical.CHANNEL_RATIO_LIMIT) < 6
+
+
+def _weight_operands(seed: int):
+    """A conv's input and output gradient (float32 values held in float64) whose weight gradient, summed in raster
+    order, climbs through the image's top half and falls back through its bottom half."""
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.relu(torch.randn(2, 4, 24, 24, generator=generator, dtype=torch.float64))
+    grad = torch.randn(2, 6, 24, 24, generator=generator, dtype=torch.float64) * 0.3
+    grad[:, :, :12] += 1
+    grad[:, :, 12:] -= 1
+    grad *= torch.rand(2, 6, 24, 24, generator=generator, dtype=torch.float64) > 0.5
+    return x.float().double(), grad.float().double()
+
+
+def _raster_loop(x, grad):
+    """The weight gradient of a 3x3 conv (padding 1) as a plain float32 loop over (image, row, column)."""
+    columns = F.unfold(x.float(), 3, padding=1)  # (B, C*9, H*W)
+    products = (grad.float().flatten(2)[:, :, None] * columns[:, None]).permute(1, 2, 0, 3).flatten(2).numpy()
+    return np.cumsum(products, axis=2, dtype=np.float32)[..., -1].reshape(grad.shape[1], x.shape[1], 3, 3)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_weight_gradients_in_raster_order_pass_and_bfloat16_inputs_fail(seed):
+    x, grad = _weight_operands(seed)
+    conv = torch.nn.Conv2d(4, 6, 3, padding=1).double()
+    exact, variance = backward.conv_weight_typical(conv, x, grad, torch.arange(6), torch.arange(4))
+    assert torch.allclose(exact, conv2d_weight(x, (6, 4, 3, 3), grad, padding=1), rtol=1e-12, atol=0)
+    exact, variance = exact.numpy(), variance.numpy()
+    loop = typical.judge(_raster_loop(x, grad), exact, variance, channel_axis=0)
+    assert 0.5 < loop["ratio"] and loop["margin"] <= 1  # a plain loop sits near the model, as over random orders
+    pytorch = conv2d_weight(x.float(), (6, 4, 3, 3), grad.float(), padding=1).numpy()
+    assert typical.judge(pytorch, exact, variance, channel_axis=0)["margin"] <= 1
+    assert typical.judge(_raster_loop(x.to(torch.bfloat16).double(), grad), exact, variance, 0)["margin"] > 100
+    # Why the raster term is there: the random-order model alone puts the plain loop beyond RATIO_LIMIT.
+    squares = conv2d_weight(x * x, (6, 4, 3, 3), grad * grad, padding=1)
+    terms = conv2d_weight((x != 0).double(), (6, 4, 3, 3), (grad != 0).double(), padding=1)
+    random_order = typical.sum_variance(terms, squares, torch.from_numpy(exact)).numpy()
+    assert typical.judge(_raster_loop(x, grad), exact, random_order)["ratio"] > typical.RATIO_LIMIT
 
 
 def test_identical_computations_count_once():

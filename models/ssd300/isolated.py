@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from parity.core.compare import TensorResult, compare_tensor, judge_typical
-from parity.core.error_model import forward, typical
+from parity.core.error_model import backward, forward, typical
 from parity.core.error_model.rounding import U
 
 from .reference.routing import replayed_relu_pass
@@ -82,7 +82,7 @@ def _judge_typical(result, stage, inputs, weights, native, reference) -> None:
     rows = torch.from_numpy(chosen)
     exact, variance = forward.conv_typical(stage.module, x, weights[stage.weight_key][rows],
                                            weights[stage.bias_key][rows], stage.relu)
-    judge_typical(result, native[:, chosen], reference[:, chosen], exact.numpy(), variance.numpy())
+    judge_typical(result, native[:, chosen], reference[:, chosen], exact.numpy(), variance.numpy(), 1, chosen)
 
 
 def forward_stage_results(traces, native_model) -> list:
@@ -148,7 +148,29 @@ def backward_stage_results(traces, native_model) -> list:
                                                  {tap: m.numpy().astype(np.uint8) for tap, m in relu_pass.items()})
     except Exception as error:
         return _raised(backward_order(reference_model), traces, error)
-    return [_isolated(name, traces, outputs.get(name), reference) for name in backward_order(reference_model)]
+    results = {name: _isolated(name, traces, outputs.get(name), reference) for name in backward_order(reference_model)}
+    for tap, stage in build_stages(reference_model).items():
+        name = f"param_grad/{stage.weight_key}"
+        if stage.kind == "conv" and np.shape(outputs.get(name)) == np.shape(reference[name]):
+            mask = relu_pass[tap] if tap in relu_pass else torch.from_numpy(reference[tap] > 0)
+            _judge_weight_typical(results[name], stage, forward_state[stage.inputs[0]], grads[tap],
+                                  mask if stage.relu else None, outputs[name], reference[name])
+    return list(results.values())
+
+
+def _judge_weight_typical(result, stage, x, grad, relu_pass, native, reference) -> None:
+    """judge_typical on a convolution's weight gradient: its exact value on the operands both sides were fed (the
+    reference's input and output gradient, after the ReLU's mask) and the typical-error model's variance, on
+    typical.weight_subset's elements, output channel by output channel too."""
+    grad = torch.from_numpy(np.asarray(grad, dtype=np.float64))
+    if relu_pass is not None:
+        grad = grad * relu_pass
+    out_channels, in_channels, kh, kw = np.shape(reference)
+    rows, cols = typical.weight_subset(out_channels, in_channels, kh * kw)
+    x = torch.from_numpy(np.asarray(x, dtype=np.float64))
+    exact, variance = backward.conv_weight_typical(stage.module, x, grad, torch.from_numpy(rows), torch.from_numpy(cols))
+    pick = np.ix_(rows, cols)
+    judge_typical(result, native[pick], reference[pick], exact.numpy(), variance.numpy(), 0, rows)
 
 
 def isolated_results(traces, native_model) -> list:

@@ -326,23 +326,33 @@ def _judge_elementwise(rules, result, native, reference, oracle, native_bound, r
     result.worst = rows
 
 
-def judge_typical(result, native, reference, exact, variance) -> None:
+def judge_typical(result, native, reference, exact, variance, channel_axis=None, channels=None) -> None:
     """The statistical verdict beside the per-element bound (parity/core/error_model/typical.py), for a stage both
-    sides computed from the same inputs: exact, its exact result on them, and variance, the model's per element.
-    The native side beyond the limit fails; the reference beyond it means the model is wrong: a harness error."""
-    native_side, reference_side = typical.judge(native, exact, variance), typical.judge(reference, exact, variance)
+    sides computed from the same inputs: exact, its exact result on them, and variance, the model's per element;
+    with channel_axis, channel by channel too (channels: the indices of the channels the arrays hold). The native
+    side beyond the limit fails; the reference beyond it means the model is wrong: a harness error."""
+    judge = lambda side: typical.judge(side, exact, variance, channel_axis, channels)
+    native_side, reference_side = judge(native), judge(reference)
     result.typical = {"native": native_side, "reference": reference_side}
-    described = ("root mean square of error / the typical float32 rounding error of its sums (a plain loop sits near "
-                 "0.7)")
-    summary = lambda side: f"{side['ratio']:.3g}, limit {side['limit']:.3g} over {side['samples']} distinct elements"
     if reference_side["margin"] > 1:
         result.harness_error = True
-        result.reasons.append(f"harness error: the reference's own float32 has a {described} of {summary(reference_side)}:"
+        result.reasons.append(f"harness error: the reference's own float32 has a {_typical_summary(reference_side)}:"
                               f" the model is wrong, not the port")
     if native_side["margin"] > 1:
-        result.reasons.append(f"{described}: {summary(native_side)} (the reference's {reference_side['ratio']:.3g}): a "
+        result.reasons.append(f"{_typical_summary(native_side)} (the reference's {reference_side['ratio']:.3g}): a "
                               f"systematic error the per-element bound may let through")
     result.verdict = "fail" if result.reasons else "pass"
+
+
+def _typical_summary(side: dict) -> str:
+    """The verdict that fails (the whole tensor's, else its worst channel's), in words."""
+    described = ("root mean square of error / the typical float32 rounding error of its sums (a plain loop sits near "
+                 "0.7)")
+    channel = side.get("channel")
+    judged, where = side, ""
+    if channel and channel["margin"] > side["ratio"] / side["limit"]:
+        judged, where = channel, f" in channel {channel['index']}"
+    return f"{described}{where}: {judged['ratio']:.3g}, limit {judged['limit']:.3g} over {judged['samples']} distinct elements"
 
 
 def _meaning(rules, name, shape, worst) -> str:

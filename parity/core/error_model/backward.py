@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.grad import conv2d_input, conv2d_weight
 
+from . import typical
 from .forward import L2NORM_EPS, l2norm_parts
 from .rounding import ULPS, gamma, magnitudes, per_image, u
 
@@ -128,3 +129,41 @@ def l2norm_scale(x, dx, grad, dgrad):
     per_pixel = (g + 2 * (e_d + ULPS * u())) * terms + propagated
     per_pixel = torch.where(unbounded, torch.full_like(per_pixel, torch.inf), per_pixel)
     return per_pixel.sum(dim=(0, 2, 3))
+
+
+def conv_weight_typical(module, x, grad, rows, cols):
+    """x (B,C,H,W) the conv's input, grad (B,OC,OH,OW) its output gradient after the ReLU's mask, float64, rows and
+    cols the output and input channels judged -> (exact (R,K,KH,KW): those elements of the weight gradient; the
+    typical-error model's variance of a float32 evaluation of them, per element; typical.py derives it).
+
+    Each element sums B*OH*OW products x*g, m of them nonzero (a zero product adds exactly). A weight gradient's
+    terms come in pixel order, and neighbouring pixels' terms are alike: a plain loop in raster order (image, row,
+    column) may carry partial sums far larger than a random order's bridge (a feature in the image's top half).
+    The variance is the larger of the random-order model's and that loop's: the sum over its additions of the
+    partial sum's square, u^2/3 sum_k s_k^2, with each output row's n nonzero terms (row sum r, squares q) a
+    random bridge on top of the rows before (prefix S): n S^2 + (n+1) S r + (n+1)/6 q + (n+2)/3 r^2 per row. A
+    blocked sum (GEMM panels, per-image partials) adds in raster order within and across its blocks and sits below
+    both (measured: PyTorch 0.1-0.25 of the model, the native port below 0.2)."""
+    kh, kw = module.kernel_size
+    (sh, sw), (dh, dw) = module.stride, module.dilation
+    oh, ow = grad.shape[2:]
+    shape = (len(rows), len(cols), kh, kw)
+    running, squares, terms, path = (torch.zeros((len(rows), len(cols) * kh * kw), dtype=torch.float64) for _ in range(4))
+    per_row = lambda a, b: torch.einsum("ryx,kyx->rky", a, b)  # (R,OH,OW), (K,OH,OW) -> (R,K,OH): sums over a row
+    for b in range(x.shape[0]):  # one image's float64 copies at a time
+        padded = F.pad(x[b, cols], (module.padding[1],) * 2 + (module.padding[0],) * 2)
+        # what each output pixel's (i, j) tap reads: (K*KH*KW, OH, OW), in the weight's (input channel, i, j) order
+        taps = torch.stack([padded[:, i * dh:i * dh + (oh - 1) * sh + 1:sh, j * dw:j * dw + (ow - 1) * sw + 1:sw]
+                            for i in range(kh) for j in range(kw)], dim=1).flatten(0, 1)
+        g = grad[b, rows]
+        row_sum, row_squares = per_row(g, taps), per_row(g * g, taps * taps)
+        row_terms = per_row((g != 0).double(), (taps != 0).double())
+        prefix = running[..., None] + row_sum.cumsum(dim=2) - row_sum
+        path += (row_terms * prefix * prefix + (row_terms + 1) * prefix * row_sum
+                 + (row_terms + 1) / 6 * row_squares + (row_terms + 2) / 3 * row_sum * row_sum).sum(dim=2)
+        running += row_sum.sum(dim=2)
+        squares += row_squares.sum(dim=2)
+        terms += row_terms.sum(dim=2)
+    running, squares, terms, path = (t.view(shape) for t in (running, squares, terms, path))
+    raster = u() * u() / 3 * (path + squares) + terms * (typical.FLOAT32_TINY * typical.FLOAT32_TINY)
+    return running, torch.maximum(typical.sum_variance(terms, squares, running), raster)
