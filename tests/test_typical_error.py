@@ -2,13 +2,13 @@
 convolutions and weight gradients, the native port), and an error 15 times the reference's own, in a stage fed clean
 inputs, fails it at every convolution with enough elements to tell, where the per-element worst-case bound lets most
 of it through; one channel off fails where the tensor's mean hides it; a weight gradient summed in raster order
-passes and one from bfloat16 inputs fails."""
+passes and one from bfloat16 inputs fails; so does an input gradient from bfloat16 weights."""
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from torch.nn.grad import conv2d_weight
+from torch.nn.grad import conv2d_input, conv2d_weight
 
 from models.ssd300.case import compare_sides
 from models.ssd300.isolated import forward_stage_results
@@ -108,6 +108,33 @@ def test_weight_gradients_in_raster_order_pass_and_bfloat16_inputs_fail(seed):
     terms = conv2d_weight((x != 0).double(), (6, 4, 3, 3), (grad != 0).double(), padding=1)
     random_order = typical.sum_variance(terms, squares, torch.from_numpy(exact)).numpy()
     assert typical.judge(_raster_loop(x, grad), exact, random_order)["ratio"] > typical.RATIO_LIMIT
+
+
+def test_input_gradients_summed_over_two_consumers_pass_and_bfloat16_weights_fail():
+    """A tap read by two convs (stride 1 and stride 2): its gradient is one sum of both consumers' terms. Image 1's
+    gradients are 2^-80 times image 0's: the model's float32 sums of squares are scaled per image, not flushed."""
+    generator = torch.Generator().manual_seed(5)
+    convs = [torch.nn.Conv2d(8, 12, 3, padding=1).double(), torch.nn.Conv2d(8, 6, 3, stride=2, padding=1).double()]
+    grads = [torch.randn(2, 12, 16, 16, generator=generator, dtype=torch.float64),
+             torch.randn(2, 6, 8, 8, generator=generator, dtype=torch.float64)]
+    grads = [(g * (torch.rand(g.shape, generator=generator, dtype=torch.float64) > 0.5)).float().double() for g in grads]
+    for g in grads:
+        g[1] *= 2.0 ** -80
+    weights = [conv.weight.detach().float().double() for conv in convs]
+    exact, variance = backward.conv_input_typical(list(zip(convs, weights, grads)), (2, 8, 16, 16), np.arange(8))
+    assert torch.allclose(exact, sum(conv2d_input((2, 8, 16, 16), w, g, c.stride, c.padding)
+                                     for c, w, g in zip(convs, weights, grads)), rtol=1e-12, atol=0)
+
+    def pytorch(rounded=lambda w: w):
+        return sum(conv2d_input((2, 8, 16, 16), rounded(w.float()), g.float(), c.stride, c.padding)
+                   for c, w, g in zip(convs, weights, grads)).numpy()
+
+    exact, variance = exact.numpy(), variance.numpy()
+    judged = typical.judge(pytorch(), exact, variance, channel_axis=1)
+    assert judged["ratio"] > 0.1 and judged["margin"] <= 1
+    assert judged["samples"] > 3000  # both images judged: the tiny one's variances are not flushed to zero
+    bfloat16 = lambda w: w.to(torch.bfloat16).float()
+    assert typical.judge(pytorch(bfloat16), exact, variance, channel_axis=1)["margin"] > 10
 
 
 def test_identical_computations_count_once():

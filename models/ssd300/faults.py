@@ -121,7 +121,7 @@ class FaultOutcome:
     # At starts_at, the native float64 build's largest error / its strict bound: the same code and fault in double,
     # where rounding is 1e-16, so what it shows is the change of mathematics alone.
     float64_margin: float | None = None
-    # At starts_at, isolated, where it is a convolution or its weight gradient: the native's root mean square error
+    # At starts_at, isolated, where it is a convolution or its gradients: the native's root mean square error
     # over the typical float32 rounding error, against its limit, the tensor's or its worst channel's, whichever is
     # further past (parity/core/error_model/typical.py); > 1 fails.
     typical_margin: float | None = None

@@ -12,6 +12,7 @@ import torch
 
 from parity.core.compare import TensorResult, compare_tensor, judge_typical
 from parity.core.error_model import backward, forward, typical
+from parity.core.error_model.graph import consumers
 from parity.core.error_model.rounding import U
 
 from .reference.routing import replayed_relu_pass
@@ -149,25 +150,47 @@ def backward_stage_results(traces, native_model) -> list:
     except Exception as error:
         return _raised(backward_order(reference_model), traces, error)
     results = {name: _isolated(name, traces, outputs.get(name), reference) for name in backward_order(reference_model)}
-    for tap, stage in build_stages(reference_model).items():
-        name = f"param_grad/{stage.weight_key}"
-        if stage.kind == "conv" and np.shape(outputs.get(name)) == np.shape(reference[name]):
-            mask = relu_pass[tap] if tap in relu_pass else torch.from_numpy(reference[tap] > 0)
-            _judge_weight_typical(results[name], stage, forward_state[stage.inputs[0]], grads[tap],
-                                  mask if stage.relu else None, outputs[name], reference[name])
+    _judge_backward_typical(results, outputs, traces, build_stages(reference_model), reference_model, relu_pass)
     return list(results.values())
 
 
-def _judge_weight_typical(result, stage, x, grad, relu_pass, native, reference) -> None:
-    """judge_typical on a convolution's weight gradient: its exact value on the operands both sides were fed (the
-    reference's input and output gradient, after the ReLU's mask) and the typical-error model's variance, on
-    typical.weight_subset's elements, output channel by output channel too."""
-    grad = torch.from_numpy(np.asarray(grad, dtype=np.float64))
-    if relu_pass is not None:
-        grad = grad * relu_pass
+def _judge_backward_typical(results, outputs, traces, stages, reference_model, relu_pass) -> None:
+    """judge_typical on the isolated backward's sums, from the operands both sides were fed (the reference's
+    activations and output gradients, after the ReLU's masks): each convolution's weight gradient, and the gradient
+    of each tap that only convolutions read (what a pool, the L2Norm or the head join adds is exact or judged by its
+    bound alone)."""
+    reference = traces.reference
+
+    def output_grad(stage):  # (B,OC,OH,OW) float32 (the models take float64 one image at a time): the reference's
+        grad = torch.from_numpy(reference[f"grad/{stage.tap}"])  # gradient of the conv's output, through its ReLU
+        if not stage.relu:
+            return grad
+        return grad * (relu_pass[stage.tap] if stage.tap in relu_pass else torch.from_numpy(reference[stage.tap] > 0))
+
+    weights = {key: value.detach().to(torch.float64) for key, value in reference_model.state_dict().items()}
+    for stage in stages.values():
+        name = f"param_grad/{stage.weight_key}"
+        if stage.kind == "conv" and np.shape(outputs.get(name)) == np.shape(reference[name]):
+            x = torch.from_numpy(traces.scenario.images() if stage.inputs[0] == "input" else reference[stage.inputs[0]])
+            _judge_weight_typical(results[name], stage, x, output_grad(stage), outputs[name], reference[name])
+    for tap, convs in consumers(stages).items():
+        name = f"grad/{tap}"
+        if (name in results and convs and all(stage.kind == "conv" for stage in convs)
+                and np.shape(outputs.get(name)) == np.shape(reference[name])):
+            batch, channels, height, width = np.shape(reference[name])
+            chosen = typical.channel_subset(channels, batch * height * width)
+            operands = [(stage.module, weights[stage.weight_key], output_grad(stage)) for stage in convs]
+            exact, variance = backward.conv_input_typical(operands, np.shape(reference[name]), chosen)
+            judge_typical(results[name], outputs[name][:, chosen], reference[name][:, chosen], exact.numpy(),
+                          variance.numpy(), 1, chosen)
+
+
+def _judge_weight_typical(result, stage, x, grad, native, reference) -> None:
+    """judge_typical on a convolution's weight gradient (x its input, grad its output gradient after the ReLU's mask):
+    its exact value and the typical-error model's variance on typical.weight_subset's elements, output channel by
+    output channel too."""
     out_channels, in_channels, kh, kw = np.shape(reference)
     rows, cols = typical.weight_subset(out_channels, in_channels, kh * kw)
-    x = torch.from_numpy(np.asarray(x, dtype=np.float64))
     exact, variance = backward.conv_weight_typical(stage.module, x, grad, torch.from_numpy(rows), torch.from_numpy(cols))
     pick = np.ix_(rows, cols)
     judge_typical(result, native[pick], reference[pick], exact.numpy(), variance.numpy(), 0, rows)

@@ -4,6 +4,8 @@ rounding is gamma(total terms) times the sum of their magnitudes whatever the or
 them in (paired head convs, separate ones, consumers in any order); the propagated part is each consumer's
 stage applied to the side's deviations. Arguments are float64 tensors."""
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch.nn.grad import conv2d_input, conv2d_weight
@@ -132,8 +134,8 @@ def l2norm_scale(x, dx, grad, dgrad):
 
 
 def conv_weight_typical(module, x, grad, rows, cols):
-    """x (B,C,H,W) the conv's input, grad (B,OC,OH,OW) its output gradient after the ReLU's mask, float64, rows and
-    cols the output and input channels judged -> (exact (R,K,KH,KW): those elements of the weight gradient; the
+    """x (B,C,H,W) the conv's input, grad (B,OC,OH,OW) its output gradient after the ReLU's mask (float32 or 64,
+    taken in float64 one image at a time), rows and cols the output and input channels judged -> (exact (R,K,KH,KW): those elements of the weight gradient; the
     typical-error model's variance of a float32 evaluation of them, per element; typical.py derives it).
 
     Each element sums B*OH*OW products x*g, m of them nonzero (a zero product adds exactly). A weight gradient's
@@ -151,11 +153,11 @@ def conv_weight_typical(module, x, grad, rows, cols):
     running, squares, terms, path = (torch.zeros((len(rows), len(cols) * kh * kw), dtype=torch.float64) for _ in range(4))
     per_row = lambda a, b: torch.einsum("ryx,kyx->rky", a, b)  # (R,OH,OW), (K,OH,OW) -> (R,K,OH): sums over a row
     for b in range(x.shape[0]):  # one image's float64 copies at a time
-        padded = F.pad(x[b, cols], (module.padding[1],) * 2 + (module.padding[0],) * 2)
+        padded = F.pad(x[b, cols].double(), (module.padding[1],) * 2 + (module.padding[0],) * 2)
         # what each output pixel's (i, j) tap reads: (K*KH*KW, OH, OW), in the weight's (input channel, i, j) order
         taps = torch.stack([padded[:, i * dh:i * dh + (oh - 1) * sh + 1:sh, j * dw:j * dw + (ow - 1) * sw + 1:sw]
                             for i in range(kh) for j in range(kw)], dim=1).flatten(0, 1)
-        g = grad[b, rows]
+        g = grad[b, rows].double()
         row_sum, row_squares = per_row(g, taps), per_row(g * g, taps * taps)
         row_terms = per_row((g != 0).double(), (taps != 0).double())
         prefix = running[..., None] + row_sum.cumsum(dim=2) - row_sum
@@ -167,3 +169,45 @@ def conv_weight_typical(module, x, grad, rows, cols):
     running, squares, terms, path = (t.view(shape) for t in (running, squares, terms, path))
     raster = u() * u() / 3 * (path + squares) + terms * (typical.FLOAT32_TINY * typical.FLOAT32_TINY)
     return running, torch.maximum(typical.sum_variance(terms, squares, running), raster)
+
+
+def conv_input_typical(consumers, input_shape, chosen):
+    """consumers [(module, weight (OC,C,KH,KW) float64, grad (B,OC,OH,OW) after the ReLU's mask, taken in float64 one
+    image at a time)]: every conv that reads one tap; input_shape (B,C,H,W) the tap's; chosen the tap's channels judged -> (exact (B,K,H,W): those
+    channels of the tap's gradient, the sum of every consumer's input gradient; the typical-error model's variance
+    of a float32 evaluation, per element).
+
+    Each element is one sum of the terms every consumer sends it (OC * KH * KW products per conv, fewer at the
+    border and under a stride), added in any order: one random-order sum over all of them (typical.py), with
+    sum t^2 the transposed convolutions of g^2 with W^2 and m their count of nonzero products. Only the exact sum
+    needs float64; the model's sums of squares and counts run in float32 (three times faster), on operands scaled
+    by powers of two to a largest value of 1. An element whose scaled sum of squares falls below _SQUARES_FLOOR
+    (every term under 2^-50 of the largest: float32 may have flushed some of them) is left out of the verdict
+    (variance 0)."""
+    rows = torch.as_tensor(chosen)
+    one_image = (1, len(rows), *input_shape[2:])
+    exact, variance = [], []
+    for b in range(input_shape[0]):  # one image's float64 temporaries at a time
+        value = squares = terms = floor = 0
+        for module, weight, grad in consumers:
+            weight, g = weight[:, rows], grad[b:b + 1].double()
+            transposed = lambda w, v: conv2d_input(one_image, w, v, module.stride, module.padding, module.dilation)
+            value = value + transposed(weight, g)
+            (w, w_scale), (v, v_scale) = _unit_scaled(weight), _unit_scaled(g)
+            squares = squares + transposed((w * w).float(), (v * v).float()).double() * (w_scale * v_scale) ** 2
+            terms = terms + transposed((w != 0).float(), (v != 0).float()).double()
+            floor = max(floor, _SQUARES_FLOOR * (w_scale * v_scale) ** 2)
+        model = typical.sum_variance(terms, squares, value)
+        variance.append(torch.where(squares < floor, torch.zeros_like(model), model))
+        exact.append(value)
+    return torch.cat(exact), torch.cat(variance)
+
+
+_SQUARES_FLOOR = 2.0 ** -100  # far above float32's 2^-126 below which a square may be flushed
+
+
+def _unit_scaled(values):
+    """-> (values / s, s) with s the power of two at or above the largest |value| (1 for all zeros): exact."""
+    largest = float(values.abs().max()) if values.numel() else 0.0
+    scale = 2.0 ** math.ceil(math.log2(largest)) if largest > 0 else 1.0
+    return values / scale, scale
