@@ -62,7 +62,8 @@ def test_pytorch_float32_convolutions_pass():
 
 def test_one_channel_off_fails_where_the_tensor_mean_hides_it():
     channels, per_channel, off = 64, 2000, 5
-    computed, exact, variance = (a.reshape(channels, per_channel) for a in _sequential_sums(7, channels * per_channel, 300))
+    sums = _sequential_sums(7, channels * per_channel, 300)
+    computed, exact, variance = (a.reshape(channels, per_channel) for a in sums)
     assert typical.judge(computed, exact, variance, channel_axis=0)["margin"] <= 1
     shifted = computed.astype(np.float64)
     shifted[off] += 8 * np.sqrt(variance[off])  # one channel 8 times its typical error off: diluted 64 times
@@ -117,7 +118,8 @@ def test_input_gradients_summed_over_two_consumers_pass_and_bfloat16_weights_fai
     convs = [torch.nn.Conv2d(8, 12, 3, padding=1).double(), torch.nn.Conv2d(8, 6, 3, stride=2, padding=1).double()]
     grads = [torch.randn(2, 12, 16, 16, generator=generator, dtype=torch.float64),
              torch.randn(2, 6, 8, 8, generator=generator, dtype=torch.float64)]
-    grads = [(g * (torch.rand(g.shape, generator=generator, dtype=torch.float64) > 0.5)).float().double() for g in grads]
+    grads = [(g * (torch.rand(g.shape, generator=generator, dtype=torch.float64) > 0.5)).float().double()
+             for g in grads]
     for g in grads:
         g[1] *= 2.0 ** -80
     weights = [conv.weight.detach().float().double() for conv in convs]

@@ -191,7 +191,8 @@ def _judge_weight_typical(result, stage, x, grad, native, reference) -> None:
     output channel too."""
     out_channels, in_channels, kh, kw = np.shape(reference)
     rows, cols = typical.weight_subset(out_channels, in_channels, kh * kw)
-    exact, variance = backward.conv_weight_typical(stage.module, x, grad, torch.from_numpy(rows), torch.from_numpy(cols))
+    exact, variance = backward.conv_weight_typical(stage.module, x, grad, torch.from_numpy(rows),
+                                                   torch.from_numpy(cols))
     pick = np.ix_(rows, cols)
     judge_typical(result, native[pick], reference[pick], exact.numpy(), variance.numpy(), 0, rows)
 

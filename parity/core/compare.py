@@ -352,7 +352,8 @@ def _typical_summary(side: dict) -> str:
     judged, where = side, ""
     if channel and channel["margin"] > side["ratio"] / side["limit"]:
         judged, where = channel, f" in channel {channel['index']}"
-    return f"{described}{where}: {judged['ratio']:.3g}, limit {judged['limit']:.3g} over {judged['samples']} distinct elements"
+    return (f"{described}{where}: {judged['ratio']:.3g}, limit {judged['limit']:.3g} over {judged['samples']} "
+            f"distinct elements")
 
 
 def _meaning(rules, name, shape, worst) -> str:

@@ -28,16 +28,15 @@ one false alarm in 1e9 tensors. The 15x error of the tests is caught with room (
 PyTorch's convolutions sit at 0.2-0.8, the native port's at 0.35-0.8.
 
 Channel by channel. A bug confined to one output channel (its bias, its weights) is diluted C times in the tensor's
-mean of z^2, so each channel judged is also held alone to CHANNEL_RATIO_LIMIT, with the tail of its own count and
-x = ln(channels / FALSE_ALARM) (a union bound over the channels). One channel has no average over channels to lean
-on: a plain loop's fixed order makes that channel's E[z^2] = F, the sum of its squared partial sums over their mean
-over random orders. With the terms' order independent of their values, the partial sums are a random bridge, F is
-distributed as 6/pi^2 sum_j Z_j^2 / j^2 (the Karhunen-Loeve expansion of the Brownian bridge's integral of
-squares), and P(F > t) ~ sqrt(2) P(chi2_1 > pi^2 t / 6) (its first term dominates; 4e6 simulated bridges agree
-within 6 % at t = 4 and t = 9): 2e-10 at t = 25, hence CHANNEL_RATIO_LIMIT = 5. Measured
-on the narrow sweep at batch 2 and the full SSD300 at batch 1: the worst channel of PyTorch (oneDNN's AVX-512 and
-SSE4.1 paths) reads 1.0, of the native port 1.7 (an AVX-512 tile's channel of conv3_1), where one channel's bias off
-by 1e-3 reads 41.
+mean of z^2, so each channel judged is also held alone to CHANNEL_RATIO_LIMIT, with the tail of its own count and x
+= ln(channels / FALSE_ALARM) (a union bound over the channels). One channel has no average over channels to lean on:
+a plain loop's fixed order makes that channel's E[z^2] = F, the sum of its squared partial sums over their mean over
+random orders. With the terms' order independent of their values, the partial sums are a random bridge, F is
+distributed as 6/pi^2 sum_j Z_j^2 / j^2 (the Karhunen-Loeve expansion of the Brownian bridge's integral of squares),
+and P(F > t) ~ sqrt(2) P(chi2_1 > pi^2 t / 6) (its first term dominates; 4e6 simulated bridges agree within 6 % at t
+= 4 and t = 9): 2e-10 at t = 25, hence CHANNEL_RATIO_LIMIT = 5. Measured on the narrow sweep at batch 2 and the full
+SSD300 at batch 1: the worst channel of PyTorch (oneDNN's AVX-512 and SSE4.1 paths) reads 1.0, of the native port
+1.7 (one channel of a 75x75 layer on its AVX-512 tile), where one channel's bias off by 1e-3 reads 41.
 """
 
 import math
