@@ -168,18 +168,21 @@ def _judge_backward_typical(results, outputs, traces, stages, reference_model, r
         return grad * (relu_pass[stage.tap] if stage.tap in relu_pass else torch.from_numpy(reference[stage.tap] > 0))
 
     weights = {key: value.detach().to(torch.float64) for key, value in reference_model.state_dict().items()}
-    for stage in stages.values():
-        name = f"param_grad/{stage.weight_key}"
-        if stage.kind == "conv" and np.shape(outputs.get(name)) == np.shape(reference[name]):
-            x = torch.from_numpy(traces.scenario.images() if stage.inputs[0] == "input" else reference[stage.inputs[0]])
-            _judge_weight_typical(results[name], stage, x, output_grad(stage), outputs[name], reference[name])
-    for tap, convs in consumers(stages).items():
+    readers = {"input": [stage for stage in stages.values() if "input" in stage.inputs], **consumers(stages)}
+    for tap, tap_readers in readers.items():
+        convs = [stage for stage in tap_readers if stage.kind == "conv"]
+        grads = {stage.tap: output_grad(stage) for stage in convs}  # each masked once, for both verdicts below
+        for stage in convs:
+            name = f"param_grad/{stage.weight_key}"
+            if np.shape(outputs.get(name)) == np.shape(reference[name]):
+                x = torch.from_numpy(traces.scenario.images() if tap == "input" else reference[tap])
+                _judge_weight_typical(results[name], stage, x, grads[stage.tap], outputs[name], reference[name])
         name = f"grad/{tap}"
-        if (name in results and convs and all(stage.kind == "conv" for stage in convs)
+        if (name in results and convs and len(convs) == len(tap_readers)
                 and np.shape(outputs.get(name)) == np.shape(reference[name])):
             batch, channels, height, width = np.shape(reference[name])
             chosen = typical.channel_subset(channels, batch * height * width)
-            operands = [(stage.module, weights[stage.weight_key], output_grad(stage)) for stage in convs]
+            operands = [(stage.module, weights[stage.weight_key], grads[stage.tap]) for stage in convs]
             exact, variance = backward.conv_input_typical(operands, np.shape(reference[name]), chosen)
             judge_typical(results[name], outputs[name][:, chosen], reference[name][:, chosen], exact.numpy(),
                           variance.numpy(), 1, chosen)
