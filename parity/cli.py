@@ -158,7 +158,7 @@ def cmd_faults(args) -> int:
     table = Table(title="fault catalogue: each bug on, the parity run's verdict", title_justify="left")
     for column in ("fault", "what it does", "scenario", "starts at", "detected", "first divergence (propagated / "
                    "isolated)", "sentinel", "localized", "float32 margin (native / reference)",
-                   "float64 build margin", "typical-error margin (isolated)"):
+                   "float64 build margin", "typical-error margin (isolated)", "exact probe (isolated, roundings)"):
         table.add_column(column, overflow="fold")  # tensor names are shown whole
     as_expected = True
     for number, fault in enumerate(chosen, 1):
@@ -171,6 +171,7 @@ def cmd_faults(args) -> int:
                   else f"{outcome.margin:.3g} / {outcome.reference_margin:.3g}")
         margin64 = "-" if outcome.float64_margin is None else f"{outcome.float64_margin:.3g}"
         typical = "-" if outcome.typical_margin is None else f"{outcome.typical_margin:.3g}"
+        probed = "-" if outcome.probe_margin is None else f"{outcome.probe_margin:.3g}"
         if fault.within_model:  # must pass: no detection expected
             as_expected &= not outcome.detected
             detected = "[red]yes[/red]" if outcome.detected else "[green]no (inside the error model)[/green]"
@@ -183,7 +184,7 @@ def cmd_faults(args) -> int:
             localized = "[green]yes[/green]" if outcome.localized else "[red]no[/red]"
         table.add_row(fault.name, fault.does, f"{fault.scenario} B{fault.batch_size}", fault.starts_at, detected,
                       f"{outcome.first_divergence} / {outcome.first_isolated or '-'}", sentinel, localized, margin,
-                      margin64, typical)
+                      margin64, typical, probed)
     console.print(table)
     return 0 if as_expected else 1
 

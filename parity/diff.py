@@ -63,6 +63,11 @@ def _metrics_table(result) -> Table:
             c = n["channel"]
             rows.append(("typical error, worst channel", f"native channel {c['index']}: {c['ratio']:.3g}, limit "
                                                          f"{c['limit']:.3g} over {c['samples']} elements"))
+    if result.probe:
+        n = result.probe["native"]
+        rows.append(("exact probe", f"native: {n['differ']} of {n['elements']} elements differ"
+                     + (f" (largest {n['units']:.3g} roundings at {n['worst']}, output channels {n['channels'][:8]})"
+                        if n["differ"] else "") + f"; biases unseen: {len(result.probe['unseen_biases'])}"))
     if result.strict64:
         s = result.strict64
         rows.append(("native float64 vs oracle", f"max abs {s['max_abs']:.3g} (bound {s['bound']['derivation']})"))

@@ -125,6 +125,9 @@ class FaultOutcome:
     # over the typical float32 rounding error, against its limit, the tensor's or its worst channel's, whichever is
     # further past (parity/core/error_model/typical.py); > 1 fails.
     typical_margin: float | None = None
+    # At starts_at, isolated, where it is a convolution: the native's largest difference on the exact probe
+    # (parity/core/error_model/probe.py), in units of one rounding of its terms, u (|b| + |a*w|); a correct side reads 0.
+    probe_margin: float | None = None
 
     @property
     def strongest_margin(self) -> float | None:
@@ -133,7 +136,7 @@ class FaultOutcome:
         margins above count such elements as 0 and leave them to the sentinel, so they read about 1 there."""
         if self.fault.nonfinite and self.first_nonfinite == self.fault.starts_at and self.reference_finite_there:
             return math.inf
-        margins = [m for m in (self.margin, self.float64_margin, self.typical_margin) if m is not None]
+        margins = [m for m in (self.margin, self.float64_margin, self.typical_margin, self.probe_margin) if m is not None]
         return max(margins) if margins else None
 
     @property
@@ -174,12 +177,18 @@ def check_fault(fault: Fault, batch_size: int | None = None) -> FaultOutcome:
         reference_finite_there=bool(hit and hit["other_side_finite"]),
         margin=at.bound.get("native_margin"), reference_margin=at.bound.get("reference_margin"),
         float64_margin=_float64_margin(at), typical_margin=_typical_margin(isolated),
+        probe_margin=_probe_margin(isolated),
     )
 
 
 def _typical_margin(result) -> float | None:
     typical = result.typical if result is not None else {}
     return typical["native"]["margin"] if typical else None
+
+
+def _probe_margin(result) -> float | None:
+    probe = result.probe if result is not None else {}
+    return probe["native"]["units"] if probe else None
 
 
 def _float64_margin(result) -> float | None:

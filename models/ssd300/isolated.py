@@ -10,9 +10,10 @@ ReLU decisions its backward used)."""
 import numpy as np
 import torch
 
-from parity.core.compare import TensorResult, compare_tensor, judge_typical
+from parity.core.compare import TensorResult, compare_tensor, judge_exact_probe, judge_typical
 from parity.core.error_model import backward, forward, typical
 from parity.core.error_model.graph import consumers
+from parity.core.error_model.probe import conv_probe
 from parity.core.error_model.rounding import U
 
 from .reference.routing import replayed_relu_pass
@@ -86,6 +87,27 @@ def _judge_typical(result, stage, inputs, weights, native, reference) -> None:
     judge_typical(result, native[:, chosen], reference[:, chosen], exact.numpy(), variance.numpy(), 1, chosen)
 
 
+def _judge_probe(result, stage, input_shape, weights, native_model) -> None:
+    """judge_probe on a convolution stage: both sides fed parity.core.error_model.probe's exact probe, whose float32
+    result is the same bit for bit in any order of summation; the native side differing fails, the reference
+    differing is a harness error."""
+    conv = stage.module
+    weight = weights[stage.weight_key]
+    bias = weights[stage.bias_key] if stage.bias_key else torch.zeros(len(weight), dtype=torch.float64)
+    probe = conv_probe(conv, weight, bias, input_shape, stage.relu)
+    with torch.no_grad():
+        reference = torch.nn.functional.conv2d(torch.from_numpy(probe["input"]), conv.weight, conv.bias, conv.stride,
+                                               conv.padding, conv.dilation)
+    reference = (torch.relu(reference) if stage.relu else reference).numpy()
+    try:
+        native = native_model.isolated(stage.tap, {stage.inputs[0]: probe["input"]})[stage.tap]
+    except Exception as error:  # the native module raises; it never crashes the process
+        result.reasons.append(f"the exact probe raised {type(error).__name__}: {error}")
+        result.verdict = "fail"
+        return
+    judge_exact_probe(result, native, reference, probe["expected"], probe["magnitude"], probe["unseen"])
+
+
 def forward_stage_results(traces, native_model) -> list:
     """Every forward stage on the reference's inputs. A convolution, whose two sides then compute the same sums from
     the same operands, is also held to the typical size of float32's rounding error (judge_typical): an error many
@@ -106,6 +128,7 @@ def forward_stage_results(traces, native_model) -> list:
         result = _isolated(tap, traces, output, traces.reference)
         if stages[tap].kind == "conv" and np.shape(output) == np.shape(traces.reference[tap]):
             _judge_typical(result, stages[tap], inputs, weights, output, traces.reference[tap])
+            _judge_probe(result, stages[tap], np.shape(inputs[stages[tap].inputs[0]]), weights, native_model)
         results.append(result)
     return results
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from parity import tensor_stats
 
-from .error_model import typical
+from .error_model import probe, typical
 from .heap import large_blocks_returned
 from .index_compare import compare_exact, compare_selection
 from .metrics import BLOCK, MetricsAccumulator, error_metrics, kernel_reads, max_abs, nonfinite_counts
@@ -44,6 +44,7 @@ class TensorResult:
     nonfinite: dict = field(default_factory=dict)
     harness_error: bool = False  # the reference's own float32 broke the bound: the bound is wrong, not the port
     typical: dict = field(default_factory=dict)  # each side's error against the typical-error model, where judged
+    probe: dict = field(default_factory=dict)  # each side on an exact probe (parity/core/error_model/probe.py)
     port_name: str = ""  # a dump's own name for the tensor, where its manifest maps one (parity/dump_layouts.py)
 
     @property
@@ -342,6 +343,29 @@ def judge_typical(result, native, reference, exact, variance, channel_axis=None,
         result.reasons.append(f"{_typical_summary(native_side)} (the reference's {reference_side['ratio']:.3g}): a "
                               f"systematic error the per-element bound may let through")
     result.verdict = "fail" if result.reasons else "pass"
+
+
+def judge_exact_probe(result, native, reference, expected, magnitude, unseen) -> None:
+    """The exact probe's verdict (parity/core/error_model/probe.py): both sides' results on inputs where float32's
+    result is one rounding of an exact value, whatever the order of summation. The native side differing anywhere
+    fails; the reference differing means the probe's premise is wrong: a harness error."""
+    judge = lambda side: probe.judge_probe(side, expected, magnitude)
+    native_side, reference_side = judge(native), judge(reference)
+    result.probe = {"native": native_side, "reference": reference_side, "unseen_biases": unseen}
+    if reference_side["differ"]:
+        result.harness_error = True
+        result.reasons.append(f"harness error: the reference's own float32 differs from the exact probe's result in "
+                              f"{reference_side['differ']} elements: the probe's premise is wrong, not the port")
+    if native_side["differ"]:
+        result.reasons.append(
+            f"exact probe: {native_side['differ']} of {native_side['elements']} elements differ from the one correct "
+            f"float32 result (largest {native_side['units']:.3g} roundings of its terms, at {native_side['worst']}; output "
+            f"channels {_few(native_side['channels'])}): a bias or weight differs, or the stage is not a sum of products")
+    result.verdict = "fail" if result.reasons else "pass"
+
+
+def _few(values, shown=8) -> str:
+    return ", ".join(map(str, values[:shown])) + (f" and {len(values) - shown} more" if len(values) > shown else "")
 
 
 def _typical_summary(side: dict) -> str:

@@ -121,8 +121,9 @@ def build_report(results: list, not_provided: dict | None = None) -> dict:
 
 def margin_distribution(results: list) -> dict:
     """Per tensor kind, the spread of the error model's margins (largest error / bound) over the propagated
-    tensors, native and reference, and of the typical-error verdict's over the isolated convolutions (RMS error /
-    its limit): how much room a bug has before it is seen (1 is the bound)."""
+    tensors, native and reference, of the typical-error verdict's over the isolated convolutions (RMS error / its
+    limit) and of their exact probes (differences in roundings, 0 for a correct side): how much room a bug has
+    before it is seen (1 is the bound)."""
     margins = defaultdict(lambda: {"native": [], "reference": []})
     for r in results:
         if r.mode == "propagated" and r.bound.get("rule") == "error_model":
@@ -131,6 +132,9 @@ def margin_distribution(results: list) -> dict:
         if r.typical:  # the typical-error verdict's: RMS error / its limit
             margins["typical error (isolated)"]["native"].append(r.typical["native"]["margin"])
             margins["typical error (isolated)"]["reference"].append(r.typical["reference"]["margin"])
+        if r.probe:  # the exact probe's: largest difference in roundings (a correct side reads 0)
+            margins["exact probe (isolated)"]["native"].append(r.probe["native"]["units"])
+            margins["exact probe (isolated)"]["reference"].append(r.probe["reference"]["units"])
 
     def spread(values):
         values = sorted(values)
