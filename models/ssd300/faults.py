@@ -126,7 +126,8 @@ class FaultOutcome:
     # further past (parity/core/error_model/typical.py); > 1 fails.
     typical_margin: float | None = None
     # At starts_at, isolated, where it is a convolution: the native's largest difference on the exact probe
-    # (parity/core/error_model/probe.py), in units of one rounding of its terms, u (|b| + |a*w|); a correct side reads 0.
+    # (parity/core/error_model/probe.py), in units of one rounding of its terms, u (|b| + |a*w|); a correct side
+    # reads 0.
     probe_margin: float | None = None
 
     @property
@@ -136,7 +137,8 @@ class FaultOutcome:
         margins above count such elements as 0 and leave them to the sentinel, so they read about 1 there."""
         if self.fault.nonfinite and self.first_nonfinite == self.fault.starts_at and self.reference_finite_there:
             return math.inf
-        margins = [m for m in (self.margin, self.float64_margin, self.typical_margin, self.probe_margin) if m is not None]
+        margins = [m for m in (self.margin, self.float64_margin, self.typical_margin, self.probe_margin)
+                   if m is not None]
         return max(margins) if margins else None
 
     @property

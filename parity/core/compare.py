@@ -359,8 +359,9 @@ def judge_exact_probe(result, native, reference, expected, magnitude, unseen) ->
     if native_side["differ"]:
         result.reasons.append(
             f"exact probe: {native_side['differ']} of {native_side['elements']} elements differ from the one correct "
-            f"float32 result (largest {native_side['units']:.3g} roundings of its terms, at {native_side['worst']}; output "
-            f"channels {_few(native_side['channels'])}): a bias or weight differs, or the stage is not a sum of products")
+            f"float32 result (largest {native_side['units']:.3g} roundings of its terms, at {native_side['worst']}; "
+            f"output channels {_few(native_side['channels'])}): a bias or weight differs, or the stage is not a sum "
+            f"of products")
     result.verdict = "fail" if result.reasons else "pass"
 
 

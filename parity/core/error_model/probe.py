@@ -16,6 +16,7 @@ layer's rounding noise, differs here."""
 import math
 
 import numpy as np
+
 from .rounding import U
 
 PROBE_CHANNELS = 4  # input channels the impulses may use (those with the largest weights)
