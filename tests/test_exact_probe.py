@@ -95,3 +95,13 @@ def test_a_channel_whose_weights_cannot_lift_its_bias_is_reported_unseen():
     probe = _probe(conv, shape, relu)
     assert 5 in probe["unseen"]
     assert judge_probe(_run(conv, probe, relu), probe["expected"], probe["magnitude"])["differ"] == 0
+
+
+def test_a_bias_no_float32_impulse_can_lift_is_left_unseen_not_overflowed():
+    conv, shape, relu = _conv(GEOMETRIES[0])
+    with torch.no_grad():
+        conv.weight[7] = 1e-30
+        conv.bias[7] = -1e20
+    probe = _probe(conv, shape, relu)
+    assert 7 in probe["unseen"] and np.isfinite(probe["input"]).all()
+    assert judge_probe(_run(conv, probe, relu), probe["expected"], probe["magnitude"])["differ"] == 0

@@ -21,6 +21,7 @@ from .rounding import U
 
 PROBE_CHANNELS = 4  # input channels the impulses may use (those with the largest weights)
 MAX_IMAGES = 8  # impulse images per stage at most; channels left out are reported as unseen
+MAX_EXPONENT = 60  # |log2 a| at most: a, a*w and b + a*w stay far from float32's subnormals and overflow
 SHOWN = 32  # a bias counts as shown by an element below SHOWN |b|: one ulp there is below 2^-18 |b|
 
 
@@ -92,6 +93,8 @@ def _impulses(weight, bias, relu) -> list:
         if w == 0:
             continue
         exponent = 2 * math.ceil(math.log2(2 * -bias[out] / abs(w)) / 2)  # even exponents: |a w| in [2|b|, 8|b|)
+        if abs(exponent) > MAX_EXPONENT:  # a, a*w or b near float32's range ends: left unseen
+            continue
         needs.add((int(usable[where[0]]), int(where[1]), int(where[2]), math.copysign(2.0 ** exponent, w)))
     return sorted(needs)
 
