@@ -12,7 +12,8 @@ tap, `input` (the images), every `grad/<tap>` (each backward stage starts from t
 A port computes each stage from those inputs alone and adds its outputs to its dump as `isolated/<name>`; compare
 then gives the isolated verdicts and first divergence, as for this project's own module (models/ssd300/isolated.py runs
 the same code over the dump, through DumpedStages). The reference is the one a dump without tensors of its own
-is compared to (run_sides with an empty native trace), so both runs see the same values.
+is compared to (run_sides with an empty native trace), so both runs see the same values. The exact probes of the
+isolated convolutions (docs/tolerance.md) need a port that runs any input: over files they are not run.
 """
 
 from pathlib import Path
@@ -65,6 +66,8 @@ class DumpedStages:
     """A port's isolated outputs (`isolated/<name>` in its dump) behind the native model's isolated API, so that
     models/ssd300/isolated.py judges them exactly as it judges this project's module. A stage whose outputs the dump
     lacks raises, which fails that stage with the message."""
+
+    runs_any_input = False  # its stages ran on the reference's inputs alone: the exact probes cannot be fed to it
 
     def __init__(self, isolated: dict):
         self.outputs = isolated
