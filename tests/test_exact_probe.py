@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from parity.core.compare import TensorResult, judge_exact_probe
-from parity.core.error_model.probe import conv_probe, judge_probe
+from parity.core.error_model.probe import _impulses, conv_probe, judge_probe
 
 # (in, out, kernel, stride, padding, dilation, size, relu): the SSD300's kinds of convolution
 GEOMETRIES = [(16, 32, 3, 1, 1, 1, 38, True), (32, 64, 3, 1, 6, 6, 19, True), (32, 64, 3, 2, 1, 1, 10, True),
@@ -104,4 +104,14 @@ def test_a_bias_no_float32_impulse_can_lift_is_left_unseen_not_overflowed():
         conv.bias[7] = -1e20
     probe = _probe(conv, shape, relu)
     assert 7 in probe["unseen"] and np.isfinite(probe["input"]).all()
+    assert judge_probe(_run(conv, probe, relu), probe["expected"], probe["magnitude"])["differ"] == 0
+
+
+def test_a_tap_that_only_meets_padding_leaves_the_rest_placed():
+    conv, shape, relu = _conv((8, 64, 3, 1, 1, 1, 1, True))  # a 3x3 conv on a 1x1 map: only the centre tap reads
+    probe = _probe(conv, shape, relu)
+    needs = _impulses(conv.weight.detach().double().numpy(), conv.bias.detach().double().numpy(), relu)
+    centre = [need for need in needs if need[1:3] == (1, 1)]
+    assert 0 < len(centre) < len(needs)
+    assert np.count_nonzero(probe["input"]) == len(centre)
     assert judge_probe(_run(conv, probe, relu), probe["expected"], probe["magnitude"])["differ"] == 0

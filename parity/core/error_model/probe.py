@@ -107,6 +107,8 @@ def _place(impulses, geometry) -> list:
     images, current, taken, resume = [], [], np.zeros((geometry.out_h, geometry.out_w), bool), {}
     for channel, ky, kx, value in impulses:
         candidates = geometry.spots(ky, kx)
+        if not candidates:  # a tap that only ever meets padding (a 3x3 conv on a 1x1 map): its channels stay unseen
+            continue
         free = None
         for _ in range(2):
             free = next((i for i in range(resume.get((ky, kx), 0), len(candidates))
