@@ -52,29 +52,32 @@ struct Zmm<double> {
 // Does this CPU (and its operating system) run AVX-512F code?
 inline bool cpu_has_avx512() { return __builtin_cpu_supports("avx512f"); }
 
-// One register tile of Rows x Panels column panels (each one zmm wide: Zmm<T>::kLanes columns): the sum over
-// k in [0, kc) of a (kc, Rows) x the panels' rows (source.row(p, k): gemm_columns.h), then C (rows x cols valid,
-// leading dim ldc) = that sum on the first K block, C + that sum on later ones. Every panel holds at least one
-// valid column (cols > (Panels - 1) * kLanes). The loops over rows and panels are unrolled, so that the
-// Rows x Panels accumulators live in registers (6 x 4 = 24 of the 32 zmm).
-template <typename T, int Rows, int Panels, typename Source>
-SSD_AVX512 inline void register_tile_avx512(int kc, const T* a, const Source& source, T* C, int ldc, int rows,
-                                            int cols, bool first_block) {
+// One register tile of RowPanels x Rows rows by Panels column panels (each one zmm wide: Zmm<T>::kLanes columns): the
+// sum over k in [0, kc) of the packed rows of A (row panel i at a[i]: (kc, Rows), row r of it at a[i][k * Rows + r])
+// times the column panels' rows (source.row(p, k): gemm_columns.h), then C (rows x cols valid, leading dim ldc) =
+// that sum on the first K block, C + that sum on later ones. Every panel holds at least one valid column
+// (cols > (Panels - 1) * kLanes). The loops over rows and panels are unrolled, so that the accumulators live in
+// registers (6 x 4 or 12 x 2: 24 of the 32 zmm). Per element the arithmetic is the same in every shape; the shapes
+// differ in what they load per k: 6 x 4 reads four zmm of B and broadcasts six values of A, 12 x 2 reads two and
+// broadcasts twelve (B streams from L2, A stays in L1).
+template <typename T, int Rows, int Panels, int RowPanels, typename Source>
+SSD_AVX512 inline void register_tile_avx512(int kc, const T* const (&a)[RowPanels], const Source& source, T* C,
+                                            int ldc, int rows, int cols, bool first_block) {
   using Z = Zmm<T>;
   using V = typename Z::V;
-  constexpr int L = Z::kLanes;
-  V acc[Rows][Panels];
-#pragma GCC unroll 8
-  for (int r = 0; r < Rows; ++r)
+  constexpr int L = Z::kLanes, AllRows = Rows * RowPanels;
+  V acc[AllRows][Panels];
+#pragma GCC unroll 16
+  for (int r = 0; r < AllRows; ++r)
 #pragma GCC unroll 4
     for (int p = 0; p < Panels; ++p) acc[r][p] = Z::zero();
-  for (int k = 0; k < kc; ++k, a += Rows) {
+  for (int k = 0; k < kc; ++k) {
     V bv[Panels];
 #pragma GCC unroll 4
     for (int p = 0; p < Panels; ++p) bv[p] = Z::load(source.row(p, k));
-#pragma GCC unroll 8
-    for (int r = 0; r < Rows; ++r) {
-      const V ar = Z::broadcast(a + r);
+#pragma GCC unroll 16
+    for (int r = 0; r < AllRows; ++r) {
+      const V ar = Z::broadcast(a[r / Rows] + int64_t(k) * Rows + r % Rows);
 #pragma GCC unroll 4
       for (int p = 0; p < Panels; ++p) acc[r][p] = Z::fma(ar, bv[p], acc[r][p]);
     }
