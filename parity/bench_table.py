@@ -29,7 +29,11 @@ def row(result: dict) -> str:
     step, forward = by_start("training step B4, native/PyTorch time"), by_start("forward B1")
     memory, harness = by_start("training step B4, native/PyTorch peak memory"), by_start("parity run B4")
     native_per_image = by_start("native time per image")
-    cells = [f"{machine['cpu']}, {machine['isa']}, {machine['cores']} cores, torch {machine['torch']}",
+    isa = machine["isa"]
+    native_path, torch_path = machine.get("native_gemm_kernel", isa), machine.get("torch_cpu_capability", isa).lower()
+    if (native_path, torch_path) != (isa, isa):  # a run held to narrower paths (SSD_NATIVE_ISA, ATEN_CPU_CAPABILITY)
+        isa = f"{isa} held to native {native_path}, PyTorch {torch_path}"
+    cells = [f"{machine['cpu']}, {isa}, {machine['cores']} cores, torch {machine['torch']}",
              f"{result.get('commit', '?')[:7]}, {result.get('created', '?')[:10]}", result["profile"]["name"],
              _time(step), _time(forward), f"{memory['ratio']:.2f}", f"{harness['ratio']:.2f}",
              f"{native_per_image['measure'].split(', ')[1]} native {native_per_image['ratio']:.2f}",
@@ -38,8 +42,8 @@ def row(result: dict) -> str:
 
 
 def table(results_dir: Path = RESULTS) -> str:
-    files = sorted(results_dir.glob("*.json"))
-    rows = [row(json.loads(path.read_text())) for path in files]
+    results = [json.loads(path.read_text()) for path in sorted(results_dir.glob("*.json"))]
+    rows = [row(result) for result in sorted(results, key=lambda result: result.get("created", ""))]  # oldest first
     header = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     return "\n".join([BEGIN, *header, *rows, END])
 
