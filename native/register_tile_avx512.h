@@ -1,8 +1,8 @@
-// The AVX-512 register tile of the packed GEMM (gemm_packed.h), for CPUs that have AVX-512 (Zen 4: each zmm FMA
+// The AVX-512 register tiles of the packed GEMM (gemm_packed.h), for CPUs that have AVX-512 (Zen 4: each zmm FMA
 // runs as two 256-bit halves, so the peak equals AVX2's, but a 6 x 64 tile needs a third of the AVX2 kernel's loads
-// and instructions per FMA, and sustained 10-15% more than the 6 x 16 AVX2 tile on the same packed panels). Compiled
-// with a target attribute, so the module still loads on AVX2-only CPUs; gemm_packed.h calls it only where the CPU
-// reports AVX-512F.
+// and instructions per FMA, and sustained 10-15% more than the 6 x 16 AVX2 tile on the same packed panels; the GEMM
+// now runs 12 x 32 tiles, which load half of 6 x 64's B: gemm_packed.h). Compiled with a target attribute, so the
+// module still loads on AVX2-only CPUs; gemm_packed.h calls them only where the CPU reports AVX-512F.
 //
 // The arithmetic per element of C is the AVX2 kernel's: products fused-multiply-added in k order from 0, then
 // C = sum (first K block) or C = C + sum, one IEEE add. Edge tiles store through lane masks, never computing an
