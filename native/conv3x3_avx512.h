@@ -1,9 +1,9 @@
 // The AVX-512 tile of the direct 3x3 convolution (conv3x3.h), for CPUs that have AVX-512 (on Zen 5 each zmm FMA runs
 // at full width: the AVX2 tile reached about half of oneDNN's rate there). The same register tile with vectors twice
 // as wide, over twice the pixels: kConv3x3PixelsAvx512 output pixels x 2 zmm of output channels (32 float, 16
-// double). Each accumulator lane is
-// the AVX2 tile's chain of fused multiply-adds over the same steps, so the two give bit-identical results
-// (tests/test_determinism.py). Compiled with a target attribute and called only where avx512_kernel_on().
+// double). Each accumulator lane is the AVX2 tile's chain of fused multiply-adds over the same steps, so the two give
+// bit-identical results (tests/test_determinism.py). Compiled with a target attribute and called only where
+// avx512_kernel_on().
 #pragma once
 #include <cstdint>
 

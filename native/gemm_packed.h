@@ -201,8 +201,8 @@ SSD_AVX512 void gemm_packed_block_avx512(int M, int rp0, int rp1, int K, int k0,
   const bool first_block = k0 == 0 && !accumulate;
   for (int rp = rp0; rp < rp1;) {
     const bool two = rp + 1 < rp1;
-    const T* const a[2] = {A_packed + int64_t(rp) * K * kRows + int64_t(k0) * kRows,
-                           A_packed + int64_t(rp + 1) * K * kRows + int64_t(k0) * kRows};
+    const T* a0 = A_packed + int64_t(rp) * K * kRows + int64_t(k0) * kRows;
+    const T* const a[2] = {a0, two ? a0 + int64_t(K) * kRows : a0};  // the next row panel, if in range
     const int m0 = rp * kRows, rows = std::min(two ? 2 * kRows : kRows, M - m0), group_panels = two ? 2 : 4;
     T* c_rows = C + int64_t(m0) * ldc + p0;
     for (int panel = 0; panel < panels; panel += group_panels) {

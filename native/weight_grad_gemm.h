@@ -30,8 +30,8 @@ inline std::atomic<bool>& packed_weight_grad_on() {
 }
 
 // Gradient columns per work item: 8 column panels (128 float columns). Each item streams the whole packed dout tile
-// once, so fewer, wider items read less; these keep 9 items or more at K = 1152 (conv3_1), so
-// that two threads finish within a ninth of each other.
+// once, so fewer, wider items read less; these keep 9 items or more at K = 1152 (conv3_1), so that two threads
+// finish within a ninth of each other.
 constexpr int kWeightGradChunkPanels = 8;
 
 template <typename T>
