@@ -11,6 +11,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "cache_line_allocator.h"
+
 namespace ssd {
 
 template <typename T>
@@ -54,7 +56,7 @@ class GuardedScratch {
     }
   }
 
-  std::vector<T> storage_;
+  std::vector<T, CacheLineAllocator<T>> storage_;  // data() on a cache line: the guards are 64 elements
   int64_t size_ = 0;
 };
 

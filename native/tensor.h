@@ -1,38 +1,17 @@
 // A dense, contiguous, row-major array that owns its storage: the only container kernels' callers use.
 #pragma once
 #include <cstdint>
-#include <memory>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "cache_line_allocator.h"
+
 namespace ssd {
 
-// std::allocator, except that a vector grown without a value leaves its new elements uninitialized: a layer's
-// output is written whole by its kernel, and zero-filling it first (one thread, 100 MB per batch-1 forward while the
-// other waited) was 1.7% of the forward.
 template <typename T>
-struct DefaultInitAllocator : std::allocator<T> {
-  template <typename U>
-  struct rebind {
-    using other = DefaultInitAllocator<U>;
-  };
-  DefaultInitAllocator() = default;
-  template <typename U>
-  DefaultInitAllocator(const DefaultInitAllocator<U>&) noexcept {}
-  template <typename U>
-  void construct(U* p) noexcept {
-    ::new (static_cast<void*>(p)) U;
-  }
-  template <typename U, typename... Args>
-  void construct(U* p, Args&&... args) {
-    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
-  }
-};
-
-template <typename T>
-using Storage = std::vector<T, DefaultInitAllocator<T>>;
+using Storage = std::vector<T, CacheLineAllocator<T>>;  // 64-byte aligned, grown uninitialized
 
 // Tag of the Tensor constructor that leaves the elements unset, for an output its kernel writes in full.
 struct Uninitialized {};
