@@ -209,13 +209,19 @@ void col2im_add(T* grad_inp, const T* col, const ConvGeometry& g, int p0, int p1
 
 // Chunks of output pixels per image in the forward: at most kForwardChunkPanels panels each, and enough chunks that
 // batch x chunks is a multiple of the thread count where the map allows (an odd number of chunks of a batch-1 map on
-// two threads leaves one thread idle at the end). Chunk c holds the panels [c * panels / chunks,
-// (c + 1) * panels / chunks): sizes differ by one panel at most (equal chunks of 8 panels and a short last one left
-// a thread waiting at the 38x38 layers: 7% of their time in the OpenMP barrier).
+// two threads leaves one thread idle at the end). Chunks are cut between pairs of panels: chunk c starts at panel
+// forward_chunk_start(c), sizes differ by one pair at most (equal chunks of 8 panels and a short last one left a
+// thread waiting at the 38x38 layers: 7% of their time in the OpenMP barrier), and only an image's last chunk can hold
+// an odd number of panels, which the AVX-512 GEMM runs as a tile of one panel at half its rate (chunks of 15 panels
+// at the 38x38 layers: 3% of their time).
 inline int forward_chunks(int panels, int batch, int threads) {
-  int chunks = (panels + kForwardChunkPanels - 1) / kForwardChunkPanels;
-  while (int64_t(batch) * chunks % threads != 0 && chunks < panels) ++chunks;
+  const int pairs = (panels + 1) / 2;
+  int chunks = (pairs + kForwardChunkPanels / 2 - 1) / (kForwardChunkPanels / 2);
+  while (int64_t(batch) * chunks % threads != 0 && chunks < pairs) ++chunks;
   return chunks;
+}
+inline int forward_chunk_start(int chunk, int chunks, int panels) {
+  return std::min(panels, int(int64_t(chunk) * ((panels + 1) / 2) / chunks) * 2);
 }
 
 // inp (B,C,H,W), weight (OC,C,KH,KW) -> out (B,OC,OH,OW), finished as `epilogue` says. The weights are packed into
@@ -243,13 +249,13 @@ void conv2d_forward(T* out, const T* inp, int batch, const T* weight, const Conv
   const bool direct = g.stride == 1 && M <= kDirectMaxRows && direct_columns_on().load(std::memory_order_relaxed);
   const std::vector<int64_t> offsets = direct ? direct_tap_offsets(g) : std::vector<int64_t>();
   std::vector<GuardedScratch<T>> columns(threads);
-  const int chunk_pixels = (panels + chunks - 1) / chunks * NR;  // the largest chunk
+  const int chunk_pixels = ((panels + 1) / 2 + chunks - 1) / chunks * 2 * NR;  // the largest chunk
   for (auto& buffer : columns) buffer.resize(packed_b_size<T>(chunk_pixels, std::min(K, kKBlock)));
 #pragma omp parallel for schedule(static)
   for (int item = 0; item < batch * chunks * row_groups; ++item) {
     const int n = item / (chunks * row_groups), chunk = item / row_groups % chunks, group = item % row_groups;
-    const int p0 = int(int64_t(chunk) * panels / chunks) * NR;
-    const int p1 = std::min(pixels, int(int64_t(chunk + 1) * panels / chunks) * NR);
+    const int p0 = forward_chunk_start(chunk, chunks, panels) * NR;
+    const int p1 = std::min(pixels, forward_chunk_start(chunk + 1, chunks, panels) * NR);
     const int rp0 = group * panels_per_group, rp1 = std::min(row_panels, rp0 + panels_per_group);
     T* packed = columns[omp_get_thread_num()].data();
     const T* image = inp + n * in_size;
