@@ -17,6 +17,7 @@
 
 #include "gemm_packed.h"
 #include "scratch.h"
+#include "transpose_block.h"
 
 namespace ssd {
 
@@ -41,19 +42,21 @@ struct WeightGradScratch {
 };
 
 // Rows [n0, n1) of col (K, n; leading dim ld) over the pixels [q0, q1) -> the packed GEMM's column panels: panel i
-// (columns n0 + i * kCols .. of the gradient) holds (q1 - q0, kCols) contiguous, columns past n1 zero.
+// (columns n0 + i * kCols .. of the gradient) holds (q1 - q0, kCols) contiguous, columns past n1 zero. Whole groups of
+// a vector's lanes of columns go as square blocks transposed in registers (element by element, this packing was 3% of
+// a training step on AVX-512).
 template <typename T>
 void pack_transposed_columns(T* packed, const T* col, int64_t ld, int n0, int n1, int q0, int q1) {
-  constexpr int NR = kCols<T>;
+  constexpr int NR = kCols<T>, L = Simd<T>::kLanes;
   const int pixels = q1 - q0;
-  for (int n = n0; n < int(n0 + round_up(n1 - n0, NR)); ++n) {
-    T* dst = packed + int64_t((n - n0) / NR) * pixels * NR + (n - n0) % NR;
-    if (n >= n1) {
-      for (int q = 0; q < pixels; ++q) dst[int64_t(q) * NR] = T(0);
-      continue;
-    }
+  for (int n = n0; n < int(n0 + round_up(n1 - n0, NR)); n += L) {
+    T* dst = packed + int64_t((n - n0) / NR) * pixels * NR + (n - n0) % NR;  // lanes [n, n + L) of the panel's rows
     const T* src = col + int64_t(n) * ld + q0;
-    for (int q = 0; q < pixels; ++q) dst[int64_t(q) * NR] = src[q];
+    int q = 0;
+    if (n + L <= n1)
+      for (; q + L <= pixels; q += L) transpose_block(src + q, ld, dst + int64_t(q) * NR, NR);
+    for (; q < pixels; ++q)
+      for (int j = 0; j < L; ++j) dst[int64_t(q) * NR + j] = n + j < n1 ? src[int64_t(j) * ld + q] : T(0);
   }
 }
 
