@@ -48,16 +48,16 @@ inline int weight_grad_row_blocks(int H) {
   return blocks > 1 && blocks % 2 ? blocks + 1 : blocks;
 }
 
-// dout (B,OC,H,W), inp (B,C,H,W) -> grad_weight (OC,C,3,3) += (where conv3x3_weight_grad_applies). A work item is
-// one block of rows of one image, for every output and input channel, so each row of dout and of the input is read
-// from memory once (items of output x input channel blocks over whole images, a first version, read them again
-// for every block: 1.2-1.4x the time at 64 channels and 300x300). Per group of rows, its thread loads the input rows
-// the group needs, every channel, zero-padded (one column left, the rest right: load_padded_row), and copies the
-// group's dout rows into a buffer padded with zeros to whole vectors (C x 6 and OC x 4 rows: 800 KB at 128 channels
-// and 150x150; a (channel pair, kh)'s tiles sweep the OC x 4 dout rows, 311 KB of it, from L2). The tiles take
-// channels in pairs: an odd count gets one more, all zeros (the first layer's 3 input channels: 0.5x the GEMM's time
-// even so). The tiles' sums are kept in the order the tiles run, 12
-// each; the item's go to its own slot of `partials`, added to grad_weight in item order at the end.
+// dout (B,OC,H,W), inp (B,C,H,W) -> grad_weight (OC,C,3,3) += (where conv3x3_weight_grad_applies). A work item is one
+// block of rows of one image, for every output and input channel, so each row of dout and of the input is read from
+// memory once (items of output x input channel blocks over whole images, a first version, read them again for every
+// block: 1.2-1.4x the time at 64 channels and 300x300). Per group of rows, its thread loads the input rows the group
+// needs, every channel, zero-padded (one column left, the rest right: load_padded_row), and copies the group's dout
+// rows into a buffer padded with zeros to whole vectors (for the AVX-512 tile, interleaved by output pairs; C x 6 and
+// OC x 4 rows: 800 KB at 128 channels and 150x150; a (channel pair, kh)'s tiles sweep the OC x 4 dout rows, 311 KB of
+// it, from L2). The tiles take channels in pairs: an odd count gets one more, all zeros (the first layer's 3 input
+// channels: 0.5x the GEMM's time even so). The tiles' sums are kept in the order the tiles run, 12 each; the item's go
+// to its own slot of `partials`, added to grad_weight in item order at the end.
 template <typename T>
 void conv3x3_weight_grad(T* grad_weight, const T* dout, const T* inp, int batch, const ConvGeometry& g) {
   using S = Simd<T>;
@@ -91,20 +91,32 @@ void conv3x3_weight_grad(T* grad_weight, const T* dout, const T* inp, int batch,
       const int count = std::min(R, y1 - ys);
       for (int j = 0; j < count + 2; ++j) load_padded_row(rows + j * slot, padded, image, g, ys - 1 + j);
       for (int r = 0; r < count; ++r)
-        for (int o = 0; o < OC; ++o)
-          std::copy_n(image_dout + (int64_t(o) * H + ys + r) * W, W, grad_rows + r * dout_slot + int64_t(o) * width);
-      T* total = sums;  // the tiles' totals, 12 each, in the order the tiles run
-      for (int c = 0; c < C2; c += 2)
+        for (int o = 0; o < OC; ++o) {
+          const T* src = image_dout + (int64_t(o) * H + ys + r) * W;
+          T* pair = grad_rows + r * dout_slot + int64_t(o / 2 * 2) * width;  // where the AVX2 tile's row o is, o even
+          if (wide)
+            interleave_dout_row(pair + o % 2 * L, src, W);
+          else
+            std::copy_n(src, W, pair + o % 2 * width);
+        }
+      // The tiles' totals, 12 each, in the AVX2 tiles' order: (input channel pair, kh, output pair). The AVX-512
+      // tiles take two input pairs at once where there are two.
+      const auto totals_of = [&](int c, int kh) { return sums + (int64_t(c / 2) * 3 + kh) * OC2 * 6; };
+      for (int c = 0; c < C2; c += wide && c + 2 < C2 ? 4 : 2)
         for (int kh = 0; kh < 3; ++kh) {
           const T* in0 = rows + kh * slot + int64_t(c) * padded;
-          if (wide) {
-            weight_grad_rows_avx512(total, grad_rows, dout_slot, width, in0, padded, slot, OC2, count);
-            total += int64_t(OC2) * 6;
-            continue;
-          }
-          for (int o = 0; o < OC2; o += 2, total += 12) {
-            const T* d0 = grad_rows + int64_t(o) * width;
-            weight_grad_tile(total, d0, d0 + width, dout_slot, in0, in0 + padded, slot, width, count);
+          if (wide && c + 2 < C2) {
+            T* const totals[2] = {totals_of(c, kh), totals_of(c + 2, kh)};
+            weight_grad_rows_avx512<T, 2>(totals, grad_rows, dout_slot, width, in0, padded, slot, OC2, count);
+          } else if (wide) {
+            T* const totals[1] = {totals_of(c, kh)};
+            weight_grad_rows_avx512<T, 1>(totals, grad_rows, dout_slot, width, in0, padded, slot, OC2, count);
+          } else {
+            T* total = totals_of(c, kh);
+            for (int o = 0; o < OC2; o += 2, total += 12) {
+              const T* d0 = grad_rows + int64_t(o) * width;
+              weight_grad_tile(total, d0, d0 + width, dout_slot, in0, in0 + padded, slot, width, count);
+            }
           }
         }
     }

@@ -35,8 +35,9 @@ constexpr int kWeightGradGroupRows = 4;
 // One tile over a group of `rows` rows: total[v] (v = (o, c, kw), o and c in {0, 1}) += sum over rows r and x of
 // d_o[r * d_step + x] * in_c[r * in_step + x + kw], x over `width` pixels (a multiple of the vector width; the rows
 // are zero past their ends). Twelve accumulators, each lane the sum over the group's pixels in its lane, row by row,
-// in pixel order from 0.
-template <typename T>
+// in pixel order from 0. Interleaved: the dout rows' vectors lie at d_o + 2 x (the AVX-512 layout of a pair of
+// output channels: interleave_dout_row), not d_o + x.
+template <typename T, bool Interleaved = false>
 inline void weight_grad_tile(T* total, const T* d0, const T* d1, int64_t d_step, const T* in0, const T* in1,
                              int64_t in_step, int width, int rows) {
   using S = Simd<T>;
@@ -53,7 +54,8 @@ inline void weight_grad_tile(T* total, const T* d0, const T* d1, int64_t d_step,
   };
   for (int r = 0; r < rows; ++r, d0 += d_step, d1 += d_step, in0 += in_step, in1 += in_step)
     for (int x = 0; x < width; x += L) {  // a: output channel 0, b: output channel 1; then input channel, kw
-      const V g0 = load(d0 + x), g1 = load(d1 + x);
+      const int dx = Interleaved ? 2 * x : x;
+      const V g0 = load(d0 + dx), g1 = load(d1 + dx);
       V v = load(in0 + x);
       a00 = S::fma(g0, v, a00), b00 = S::fma(g1, v, b00);
       v = load(in0 + x + 1);
