@@ -60,3 +60,30 @@ def test_while_comparing_freed_blocks_go_back_and_afterwards_stay_again():
     inside, after = map(float, run.stdout.split())
     assert inside < 50, f"{inside:.0f} MB of 600 MB freed inside large_blocks_returned stayed in the process"
     assert after > 550, f"only {after:.0f} MB of 600 MB freed after it stayed: the reuse setting was not restored"
+
+
+NESTED = """
+import numpy as np
+from parity.core.heap import large_blocks_returned, release_memory, reuse_freed_memory
+
+def resident_mb():
+    return int(open("/proc/self/statm").read().split()[1]) * 4096 / 2**20
+
+assert reuse_freed_memory()
+release_memory()
+before = resident_mb()
+with large_blocks_returned():
+    with large_blocks_returned():
+        pass
+    tensors = [np.ones(25 << 20) for _ in range(3)]  # freed after the inner block closed, inside the outer
+    del tensors
+    inside = resident_mb() - before
+print(inside)
+"""
+
+
+@pytest.mark.skipif(_libc() is None, reason="glibc's mallopt")
+def test_a_nested_block_leaves_the_outer_ones_setting_in_force():
+    run = subprocess.run([sys.executable, "-c", NESTED], capture_output=True, text=True, check=True)
+    inside = float(run.stdout)
+    assert inside < 50, f"{inside:.0f} MB of 600 MB freed in the outer block stayed: the inner one restored reuse"

@@ -64,18 +64,25 @@ def release_memory() -> None:
 WHILE_COMPARING = ((M_MMAP_THRESHOLD, 32 << 20), (M_TRIM_THRESHOLD, 256 << 20))
 
 
+_returning_depth = 0  # how many large_blocks_returned blocks are open
+
+
 @contextmanager
 def large_blocks_returned():
     """Within: large freed blocks go back to the system at once. The error model's temporaries, of many sizes,
     fragment a heap that keeps them: the full SSD300's batch-2 comparison had 5.55 GB in use and 6.6-8.5 GB
-    resident from run to run; with this, 6.8 GB, in the same time (49 s). After: the setting before
-    (reuse_freed_memory's, or glibc's initial thresholds)."""
+    resident from run to run; with this, 6.8 GB, in the same time (49 s). After the outermost block: the setting
+    before (reuse_freed_memory's, or glibc's initial thresholds); a nested block leaves the outer one's in force."""
+    global _returning_depth
     reusing = _reusing
     _set(WHILE_COMPARING)
+    _returning_depth += 1
     try:
         yield
     finally:
-        if reusing:
-            reuse_freed_memory()
-        else:
-            _set(GLIBC_DEFAULTS)
+        _returning_depth -= 1
+        if _returning_depth == 0:
+            if reusing:
+                reuse_freed_memory()
+            else:
+                _set(GLIBC_DEFAULTS)
