@@ -34,7 +34,8 @@ def test_freed_tensors_stay_in_the_process_until_released():
     assert after_release < 50, f"{after_release:.0f} MB still held after release_memory"
 
 
-WHILE_COMPARING = """
+# A fresh process's heap, set to keep freed memory, and a way to read its resident size.
+PREAMBLE = """
 import numpy as np
 from parity.core.heap import large_blocks_returned, release_memory, reuse_freed_memory
 
@@ -42,6 +43,9 @@ def resident_mb():
     return int(open("/proc/self/statm").read().split()[1]) * 4096 / 2**20
 
 assert reuse_freed_memory()
+"""
+
+WHILE_COMPARING = PREAMBLE + """
 release_memory()
 before = resident_mb()
 with large_blocks_returned():
@@ -62,14 +66,7 @@ def test_while_comparing_freed_blocks_go_back_and_afterwards_stay_again():
     assert after > 550, f"only {after:.0f} MB of 600 MB freed after it stayed: the reuse setting was not restored"
 
 
-NESTED = """
-import numpy as np
-from parity.core.heap import large_blocks_returned, release_memory, reuse_freed_memory
-
-def resident_mb():
-    return int(open("/proc/self/statm").read().split()[1]) * 4096 / 2**20
-
-assert reuse_freed_memory()
+NESTED = PREAMBLE + """
 release_memory()
 before = resident_mb()
 with large_blocks_returned():
