@@ -56,7 +56,7 @@ inline int weight_grad_row_blocks(int H) {
 // rows into a buffer padded with zeros to whole vectors (for the AVX-512 tile, interleaved by output pairs; C x 6 and
 // OC x 4 rows: 800 KB at 128 channels and 150x150; a (channel pair, kh)'s tiles sweep the OC x 4 dout rows, 311 KB of
 // it, from L2). The tiles take channels in pairs: an odd count gets one more, all zeros (the first layer's 3 input
-// channels: 0.5x the GEMM's time even so). The tiles' sums are kept in the order the tiles run, 12 each; the item's go
+// channels: 0.5x the GEMM's time even so). The tiles' sums are kept in the AVX2 tiles' order, 12 each; the item's go
 // to its own slot of `partials`, added to grad_weight in item order at the end.
 template <typename T>
 void conv3x3_weight_grad(T* grad_weight, const T* dout, const T* inp, int batch, const ConvGeometry& g) {

