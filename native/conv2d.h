@@ -347,7 +347,8 @@ void add_weight_grad(T* grad_weight, const T* dout, int ld_dout, const T* col, i
 
 // dout (B,OC,OH,OW), inp (B,C,H,W), weight (OC,C,KH,KW) -> grad_inp (B,C,H,W) +=, grad_weight (OC,C,KH,KW) +=,
 // grad_bias (OC) +=, images added in batch order. grad_inp may be null (the network input needs no gradient), and
-// grad_bias (a convolution without bias, followed by BatchNorm).
+// grad_bias (a convolution without bias, followed by BatchNorm), and grad_weight (computed in another call: the SSD
+// heads' two convolutions of one map together); weight is read only for grad_inp.
 template <typename T>
 void conv2d_backward(T* grad_inp, T* grad_weight, T* grad_bias, const T* dout, const T* inp, int batch,
                      const T* weight, const ConvGeometry& g, ConvBackwardScratch<T>& scratch) {
@@ -373,13 +374,14 @@ void conv2d_backward(T* grad_inp, T* grad_weight, T* grad_bias, const T* dout, c
                      add_to_grad, /*weight_packed=*/true);
     }
   }
-  if (conv3x3_weight_grad_applies(g)) {  // such a layer's input gradient, if wanted, was the convolution above
+  if (grad_weight && conv3x3_weight_grad_applies(g)) {  // its input gradient, if wanted, was the convolution above
     conv3x3_weight_grad(grad_weight, dout, inp, batch, g);
     return;
   }
   const bool input_grad_by_columns = grad_inp && !input_grad_by_convolution && !g.is_pointwise();
+  if (!grad_weight && !input_grad_by_columns) return;
   const int tile = conv_tile_pixels(g);
-  T* col = g.is_pointwise() ? nullptr : scratch.columns.resize(int64_t(K) * tile);
+  T* col = g.is_pointwise() || !grad_weight ? nullptr : scratch.columns.resize(int64_t(K) * tile);
   T* col_grad = input_grad_by_columns ? scratch.column_grads.resize(int64_t(K) * tile) : nullptr;
   for (int n = 0; n < batch; ++n) {
     const T* image_dout = dout + n * out_size;
@@ -391,8 +393,10 @@ void conv2d_backward(T* grad_inp, T* grad_weight, T* grad_bias, const T* dout, c
     }
     for (int p0 = 0; p0 < pixels; p0 += tile) {
       const int p1 = std::min(pixels, p0 + tile), count = p1 - p0;
-      im2col(col, image_inp, g, p0, p1);
-      add_weight_grad(grad_weight, image_dout + p0, pixels, col, count, g.OC, K, scratch.weight_grad);
+      if (grad_weight) {
+        im2col(col, image_inp, g, p0, p1);
+        add_weight_grad(grad_weight, image_dout + p0, pixels, col, count, g.OC, K, scratch.weight_grad);
+      }
       if (image_grad_inp) {
         gemm(true, false, K, count, g.OC, T(1), weight, K, image_dout + p0, pixels, T(0), col_grad, count);
         col2im_add(image_grad_inp, col_grad, g, p0, p1);

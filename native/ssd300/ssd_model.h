@@ -136,6 +136,7 @@ class Model {
   void conv_backward(const std::string& out, const std::string& in, const std::string& prefix, int stride, int pad,
                      int dil, bool relu);
   void head_backward();
+  void head_pair_backward(int k);
   void backbone_backward();
 
   Weights weights_;

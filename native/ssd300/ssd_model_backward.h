@@ -124,9 +124,52 @@ void Model<T>::head_backward() {
         head_scatter_backward(dconv.ptr() + n * conv_size, djoined.data(), A, D, src.H, src.W,
                               head_first_row(n, B, P, offset, count));
       offset += count;
-      conv_backward(name, heads_.sources[k], head_param(is_loc, int(k)), 1, 1, 1, /*relu=*/false);
     }
   }
+  for (size_t k = 0; k < heads_.sources.size(); ++k) head_pair_backward(int(k));
+}
+
+// Source k's loc and conf convs, backward: each one's bias gradient and input gradient (loc's added into the
+// source's gradient first, then conf's: each source feeds one of each), then both weight gradients as one
+// convolution's, as the forward runs them (run_head_pair): the two read the same map, so its columns are built and
+// packed once for loc + conf rows. Each weight-gradient row is the same sum in the same order as in a conv of its
+// own on the packed GEMM, added to what the gradient held; OpenBLAS (the weight gradients of AVX2 CPUs) may round a
+// row differently within the taller matrix, inside the same error model.
+template <typename T>
+void Model<T>::head_pair_backward(int k) {
+  const std::string& source = heads_.sources[k];
+  const Tensor<T>& x = taps_.at(source);
+  const int B = int(x.dim(0));
+  const std::string taps[2] = {"head.loc." + std::to_string(k), "head.conf." + std::to_string(k)};
+  const std::string params[2] = {head_param(true, k), head_param(false, k)};
+  Storage<T> douts[2];
+  ConvGeometry g[2];
+  T* dinp = grad(source).ptr();
+  for (int i = 0; i < 2; ++i) {
+    g[i] = conv_geometry(params[i], shapes_.at(source), 1, 1, 1);
+    douts[i] = consume_output_grad(taps[i]);
+    release_tap(taps[i]);
+    conv2d_backward(dinp, static_cast<T*>(nullptr), param_grads_.at(params[i] + ".bias").ptr(), douts[i].data(),
+                    x.ptr(), B, weight(params[i] + ".weight").ptr(), g[i], backward_scratch_);
+  }
+  ConvGeometry both = g[0];
+  both.OC = g[0].OC + g[1].OC;
+  const int64_t pixels = int64_t(both.OH()) * both.OW(), K = both.patch();
+  Tensor<T> dout({B, both.OC, both.OH(), both.OW()}, Uninitialized{});  // (B, loc + conf rows, OH, OW)
+  Tensor<T> grad_weight({both.OC, K}, Uninitialized{});                  // (loc + conf rows, K)
+  T* row = grad_weight.ptr();
+  for (int i = 0; i < 2; ++i) {
+    const int64_t image = g[i].OC * pixels;
+    for (int n = 0; n < B; ++n)
+      std::copy_n(douts[i].data() + n * image, image, dout.ptr() + n * both.OC * pixels + (i ? g[0].OC * pixels : 0));
+    const T* held = param_grads_.at(params[i] + ".weight").ptr();
+    row = std::copy_n(held, g[i].OC * K, row);
+  }
+  conv2d_backward(static_cast<T*>(nullptr), grad_weight.ptr(), static_cast<T*>(nullptr), dout.ptr(), x.ptr(), B,
+                  static_cast<const T*>(nullptr), both, backward_scratch_);
+  const T* sums = grad_weight.ptr();
+  for (int i = 0; i < 2; ++i, sums += g[0].OC * K)
+    std::copy_n(sums, g[i].OC * K, param_grads_.at(params[i] + ".weight").ptr());
 }
 
 template <typename T>
