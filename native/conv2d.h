@@ -16,6 +16,7 @@
 #include "conv3x3.h"
 #include "conv3x3_weight_grad.h"
 #include "conv_geometry.h"
+#include "conv_tap_sets.h"
 #include "gemm.h"
 #include "gemm_packed.h"
 #include "lane_sum.h"
@@ -235,8 +236,9 @@ inline int forward_chunk_start(int chunk, int chunks, int panels) {
 template <typename T>
 void conv2d_forward(T* out, const T* inp, int batch, const T* weight, const ConvGeometry& g,
                     GuardedScratch<T>& packed_weight, const ConvEpilogue<T>& epilogue, bool weight_packed = false) {
-  if (conv3x3_applies(g)) {
-    if (!weight) throw std::logic_error("conv2d_forward: the 3x3 kernel needs the weights, not only their packing");
+  if (conv3x3_applies(g) || tap_sets_apply(g)) {  // these pack the weights their own way
+    if (!weight) throw std::logic_error("conv2d_forward: this kernel needs the weights, not only their packing");
+    if (tap_sets_apply(g)) return conv2d_forward_tap_sets(out, inp, batch, weight, g, epilogue);
     return conv3x3_forward(out, inp, batch, weight, g, epilogue);
   }
   constexpr int NR = kCols<T>;
@@ -364,9 +366,10 @@ void conv2d_backward(T* grad_inp, T* grad_weight, T* grad_bias, const T* dout, c
     const int pad = g.dilation * (g.KH - 1) - g.pad;
     const ConvGeometry transposed{g.OC, g.OH(), g.OW(), g.C, g.KH, g.KW, 1, pad, g.dilation};
     const ConvEpilogue<T> add_to_grad{nullptr, false, /*accumulate=*/true};
-    if (conv3x3_applies(transposed)) {  // the 3x3 kernel packs the flipped weights its own way
+    if (conv3x3_applies(transposed) || tap_sets_apply(transposed)) {  // these pack the flipped weights their way
       flip_weights(scratch.flipped_weight.resize(int64_t(g.OC) * K), weight, g);
-      conv3x3_forward(grad_inp, dout, batch, scratch.flipped_weight.data(), transposed, add_to_grad);
+      conv2d_forward(grad_inp, dout, batch, scratch.flipped_weight.data(), transposed, scratch.packed_weight,
+                     add_to_grad);
       scratch.flipped_weight.check("conv2d_backward (flipped weights)");
     } else {
       pack_flipped_weights(scratch.packed_weight.resize(packed_a_size<T>(g.C, g.OC * g.KH * g.KW)), weight, g);

@@ -1,6 +1,6 @@
 """The native float path is bit-identical run to run, for 1 vs 2 threads, for the AVX2 vs AVX-512 GEMM kernel (the
-weight gradients on it too), for column panels packed vs read in place, and for a stage run alone vs inside the whole
-forward: no float atomics, no reductions whose order depends on the thread count, the vector width or where an
+weight gradients on it too), for column panels packed vs read in place, for dilated convolutions by tap sets vs on the
+im2col GEMM, and for a stage run alone vs inside the whole forward: no float atomics, no reductions whose order depends on the thread count, the vector width or where an
 operand is read from."""
 
 import numpy as np
@@ -62,6 +62,17 @@ def test_gemm_kernels_are_bit_identical(step_inputs):
 
 def test_packed_and_direct_columns_are_bit_identical(step_inputs):
     assert _differing(_run(step_inputs, 2, direct=False), _run(step_inputs, 2, direct=True)) == []
+
+
+def test_tap_sets_and_the_im2col_gemm_are_bit_identical(step_inputs):
+    """conv6 (dilation 6) and its input gradient by their sets of inside taps, or on the im2col GEMM."""
+    assert ssd_native.tap_sets()
+    try:
+        ssd_native.set_tap_sets(False)
+        gemm = _run(step_inputs, 2)
+    finally:
+        ssd_native.set_tap_sets(True)
+    assert _differing(gemm, _run(step_inputs, 2)) == []
 
 
 def test_gemm_kernel_choice_is_validated():

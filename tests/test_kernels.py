@@ -217,6 +217,47 @@ def test_weight_grad_gemm_choice_is_validated():
 
 
 @contextmanager
+def tap_sets(on: bool, kernel: str | None = None):
+    """Dilated convolutions by their sets of inside taps (conv_tap_sets.h) or on the im2col GEMM, on `kernel`'s tile."""
+    before = ssd_native.tap_sets(), ssd_native.gemm_kernel()
+    ssd_native.set_tap_sets(on)
+    ssd_native.set_gemm_kernel(kernel or before[1])
+    try:
+        yield
+    finally:
+        ssd_native.set_tap_sets(before[0])
+        ssd_native.set_gemm_kernel(before[1])
+
+
+@settings(max_examples=30, deadline=None)
+@given(batch=st.integers(1, 3), channels=st.integers(1, 40), out_channels=st.integers(1, 70),
+       size=st.integers(1, 26), kernel=st.integers(2, 4), dilation=st.integers(2, 7), pad=st.integers(0, 12),
+       seed=st.integers(0, 2**16), dtype=st.sampled_from([np.float32, np.float64]))
+def test_tap_sets_give_the_im2col_gemms_bits(batch, channels, out_channels, size, kernel, dilation, pad, seed, dtype):
+    """A dilated convolution's output and input gradient computed per set of inside taps (conv_tap_sets.h) equal the
+    im2col GEMM's, which also multiplies the padding's zeros, bit for bit, on every register tile; ragged sets, row
+    panels and channel panels included (up to 70 output channels, 40 input channels, 3 images)."""
+    reach = dilation * (kernel - 1) + 1
+    if size + 2 * pad < reach:
+        size = reach - 2 * pad
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((batch, channels, size, size)).astype(dtype)
+    w = rng.standard_normal((out_channels, channels, kernel, kernel)).astype(dtype)
+    b = rng.standard_normal(out_channels).astype(dtype)
+    dout = rng.standard_normal((batch, out_channels, size + 2 * pad - reach + 1, size + 2 * pad - reach + 1))
+    dout = dout.astype(dtype)
+    geometry = dict(stride=1, pad=pad, dilation=dilation)
+    for tile in ssd_native.gemm_kernels():
+        results = []
+        for on in (False, True):
+            with tap_sets(on, tile):
+                results.append((CONV[dtype](x, w, b, **geometry), BACKWARD[dtype](dout, x, w, **geometry)[0]))
+        (gemm_out, gemm_grad), (sets_out, sets_grad) = results
+        assert np.array_equal(gemm_out, sets_out), tile
+        assert np.array_equal(gemm_grad, sets_grad), tile
+
+
+@contextmanager
 def conv3x3_kernel(on: bool):
     before = ssd_native.conv3x3_kernel()
     ssd_native.set_conv3x3_kernel(on)

@@ -153,6 +153,10 @@ inline void bind_harness_switches(py::module_& m) {
     packed_weight_grad_on() = name == "packed";
   }, py::arg("name"), "Run those weight gradients on the packed GEMM or on OpenBLAS (another summation order, "
                        "within the same tolerances), process-wide.");
+  m.def("tap_sets", [] { return tap_sets_on().load(); },
+        "Whether dilated convolutions multiply each output pixel by its taps inside the image only (conv_tap_sets.h).");
+  m.def("set_tap_sets", [](bool on) { tap_sets_on() = on; }, py::arg("on"),
+        "Run dilated convolutions by their sets of inside taps (True, the default) or on the im2col GEMM: the same bits.");
   m.def("conv3x3_kernel", [] { return conv3x3_kernel_on().load(); },
         "Whether 3x3 stride-1, pad-1 convolutions run on the direct kernels: the forward at 8 to 128 input channels "
         "(conv3x3.h), the weight gradient on maps at least 128 wide (conv3x3_weight_grad.h).");
