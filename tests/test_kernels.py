@@ -169,17 +169,28 @@ def test_conv2d_backward_of_a_narrow_gemm_in_row_blocks(channels, out_channels, 
         assert np.array_equal(one_thread, two_threads)
 
 
+# The native module's kernel switches: (read, set)
+SWITCHES = {
+    "weight_grad_gemm": (ssd_native.weight_grad_gemm, ssd_native.set_weight_grad_gemm),
+    "gemm_kernel": (ssd_native.gemm_kernel, ssd_native.set_gemm_kernel),
+    "tap_sets": (ssd_native.tap_sets, ssd_native.set_tap_sets),
+    "conv3x3_kernel": (ssd_native.conv3x3_kernel, ssd_native.set_conv3x3_kernel),
+}
+
+
 @contextmanager
-def weight_grad_gemm(name: str, tile: str | None = None):
-    """The weight gradients on the packed GEMM or OpenBLAS; the packed GEMM on the given register tile."""
-    before = ssd_native.weight_grad_gemm(), ssd_native.gemm_kernel()
-    ssd_native.set_weight_grad_gemm(name)
-    ssd_native.set_gemm_kernel(tile or before[1])
+def switched(**settings):
+    """The native kernel switches set as given (a None value leaves its switch as it is), then restored, e.g.
+    switched(weight_grad_gemm="packed", gemm_kernel="avx2"): the weight gradients on the packed GEMM's AVX2 tile."""
+    before = {name: SWITCHES[name][0]() for name in settings}
     try:
+        for name, value in settings.items():
+            if value is not None:
+                SWITCHES[name][1](value)
         yield
     finally:
-        ssd_native.set_weight_grad_gemm(before[0])
-        ssd_native.set_gemm_kernel(before[1])
+        for name, value in before.items():
+            SWITCHES[name][1](value)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -198,35 +209,22 @@ def test_weight_gradient_on_the_packed_gemm_matches_torch_and_openblas(batch, ch
     w = rng.standard_normal((out_channels, channels, kernel, kernel)).astype(dtype)
     geometry = dict(stride=stride, pad=pad, dilation=dilation)
     dout, expected = _torch_backward(x, w, rng, **geometry)
-    with weight_grad_gemm("openblas"):
+    with switched(weight_grad_gemm="openblas"):
         openblas = BACKWARD[dtype](dout, x, w, **geometry)
-    with weight_grad_gemm("packed"):
+    with switched(weight_grad_gemm="packed"):
         runs = _on_one_and_two_threads(lambda: BACKWARD[dtype](dout, x, w, **geometry))
     # At most 2*23*23 products per weight gradient element.
     _assert_gradients_close(runs[1], expected, dtype)
     _assert_gradients_close(openblas, expected, dtype)
     assert np.array_equal(runs[0][1], runs[1][1])
     for tile in ssd_native.gemm_kernels():
-        with weight_grad_gemm("packed", tile):
+        with switched(weight_grad_gemm="packed", gemm_kernel=tile):
             assert np.array_equal(BACKWARD[dtype](dout, x, w, **geometry)[1], runs[1][1]), tile
 
 
 def test_weight_grad_gemm_choice_is_validated():
     with pytest.raises(ValueError, match="'packed' or 'openblas', got 'mkl'"):
         ssd_native.set_weight_grad_gemm("mkl")
-
-
-@contextmanager
-def tap_sets(on: bool, kernel: str | None = None):
-    """Dilated convolutions by their sets of inside taps (conv_tap_sets.h) or on the im2col GEMM, on `kernel`'s tile."""
-    before = ssd_native.tap_sets(), ssd_native.gemm_kernel()
-    ssd_native.set_tap_sets(on)
-    ssd_native.set_gemm_kernel(kernel or before[1])
-    try:
-        yield
-    finally:
-        ssd_native.set_tap_sets(before[0])
-        ssd_native.set_gemm_kernel(before[1])
 
 
 @settings(max_examples=30, deadline=None)
@@ -250,21 +248,11 @@ def test_tap_sets_give_the_im2col_gemms_bits(batch, channels, out_channels, size
     for tile in ssd_native.gemm_kernels():
         results = []
         for on in (False, True):
-            with tap_sets(on, tile):
+            with switched(tap_sets=on, gemm_kernel=tile):
                 results.append((CONV[dtype](x, w, b, **geometry), BACKWARD[dtype](dout, x, w, **geometry)[0]))
         (gemm_out, gemm_grad), (sets_out, sets_grad) = results
         assert np.array_equal(gemm_out, sets_out), tile
         assert np.array_equal(gemm_grad, sets_grad), tile
-
-
-@contextmanager
-def conv3x3_kernel(on: bool):
-    before = ssd_native.conv3x3_kernel()
-    ssd_native.set_conv3x3_kernel(on)
-    try:
-        yield
-    finally:
-        ssd_native.set_conv3x3_kernel(before)
 
 
 def conv3x3_problems(channels: tuple, out_channels: tuple, height: tuple, width: tuple) -> dict:
@@ -287,7 +275,7 @@ def test_conv3x3_kernel_matches_direct_loop_torch_and_the_gemm(channels, out_cha
     w = rng.standard_normal((out_channels, channels, 3, 3)).astype(dtype)
     b = rng.standard_normal(out_channels).astype(dtype)
     fast = CONV[dtype](x, w, b, pad=1)
-    with conv3x3_kernel(False):
+    with switched(conv3x3_kernel=False):
         gemm = CONV[dtype](x, w, b, pad=1)
     direct = CONV[dtype](x, w, b, reference=True, pad=1)
     expected = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(b), padding=1)
@@ -297,7 +285,7 @@ def test_conv3x3_kernel_matches_direct_loop_torch_and_the_gemm(channels, out_cha
     for other in (direct, expected.numpy(), gemm):
         np.testing.assert_allclose(fast, other, rtol=0, atol=tol * scale)
     for tile in ssd_native.gemm_kernels():
-        with weight_grad_gemm(ssd_native.weight_grad_gemm(), tile):
+        with switched(gemm_kernel=tile):
             assert np.array_equal(CONV[dtype](x, w, b, pad=1), fast), tile
     dout, expected_grads = _torch_backward(x, w, rng, pad=1)
     _assert_gradients_close(BACKWARD[dtype](dout, x, w, pad=1), expected_grads, dtype)
@@ -314,7 +302,7 @@ def test_conv3x3_identical_patches_give_identical_outputs(on, dtype):
     x = np.ascontiguousarray(np.tile(period, (1, 1, 6, 25)))  # 30 x 200
     w = rng.standard_normal((64, 40, 3, 3)).astype(dtype)
     b = rng.standard_normal(64).astype(dtype)
-    with conv3x3_kernel(on):
+    with switched(conv3x3_kernel=on):
         outputs = _on_one_and_two_threads(lambda: CONV[dtype](x, w, b, pad=1))
     out = outputs[0]
     assert np.array_equal(out, outputs[1])
@@ -335,7 +323,7 @@ def test_conv3x3_weight_gradient_matches_torch_and_the_gemm(channels, out_channe
     w = rng.standard_normal((out_channels, channels, 3, 3)).astype(dtype)
     dout, expected = _torch_backward(x, w, rng, pad=1)
     grads = BACKWARD[dtype](dout, x, w, pad=1)
-    with conv3x3_kernel(False):
+    with switched(conv3x3_kernel=False):
         gemm = BACKWARD[dtype](dout, x, w, pad=1)
     # At most 3*100*170 products per weight gradient element.
     _assert_gradients_close(grads, expected, dtype)
@@ -355,7 +343,7 @@ def test_conv3x3_weight_gradient_is_the_same_on_one_and_two_threads_and_either_t
     for two_threads in runs[1]:
         assert np.array_equal(runs[0][0], two_threads)
     for tile in ssd_native.gemm_kernels():
-        with weight_grad_gemm(ssd_native.weight_grad_gemm(), tile):
+        with switched(gemm_kernel=tile):
             assert np.array_equal(BACKWARD[dtype](dout, x, w, pad=1)[1], runs[0][0]), tile
 
 
