@@ -237,7 +237,8 @@ template <typename T>
 void conv2d_forward(T* out, const T* inp, int batch, const T* weight, const ConvGeometry& g,
                     GuardedScratch<T>& packed_weight, const ConvEpilogue<T>& epilogue, bool weight_packed = false) {
   if (conv3x3_applies(g) || tap_sets_apply(g)) {  // these pack the weights their own way
-    if (!weight) throw std::logic_error("conv2d_forward: this kernel needs the weights, not only their packing");
+    if (!weight && g.OC > 0)
+      throw std::logic_error("conv2d_forward: this kernel needs the weights, not only their packing");
     if (tap_sets_apply(g)) return conv2d_forward_tap_sets(out, inp, batch, weight, g, epilogue);
     return conv3x3_forward(out, inp, batch, weight, g, epilogue);
   }

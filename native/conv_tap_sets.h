@@ -34,9 +34,10 @@ inline std::atomic<bool>& tap_sets_on() {
 }
 
 // Dilated stride-1 convolutions (the only ones whose taps leave the image for whole bands of output rows and
-// columns); ordinary 3x3 pad-1 layers lose a tap row only on their border rows.
+// columns) with at least one product per output; ordinary 3x3 pad-1 layers lose a tap row only on their border rows.
 inline bool tap_sets_apply(const ConvGeometry& g) {
-  return tap_sets_on().load(std::memory_order_relaxed) && g.stride == 1 && g.dilation > 1 && g.KH * g.KW <= 32;
+  return tap_sets_on().load(std::memory_order_relaxed) && g.stride == 1 && g.dilation > 1 && g.patch() > 0 &&
+         g.KH * g.KW <= 32;
 }
 
 // Output pixel (y, x)'s taps inside the image, as a bit mask (bit kh * KW + kw).
