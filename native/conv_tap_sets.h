@@ -96,7 +96,7 @@ constexpr int kTapSetItemPixels = 16 * kRows;
 template <typename T>
 void conv2d_forward_tap_sets(T* out, const T* inp, int batch, const T* weight, const ConvGeometry& g,
                              const ConvEpilogue<T>& epilogue) {
-  constexpr int NR = kCols<T>, kItemPanels = kTapSetItemPixels / kRows;
+  constexpr int NR = kCols<T>;
   const int K = g.patch(), OC = g.OC, pixels = g.OH() * g.OW(), OW = g.OW();
   const int panels = int(round_up(OC, NR) / NR), blocks = int(round_up(K, kKBlock) / kKBlock);
   const int64_t in_size = int64_t(g.C) * g.H * g.W, out_size = int64_t(OC) * pixels;
