@@ -226,6 +226,10 @@ inline int forward_chunk_start(int chunk, int chunks, int panels) {
   return std::min(panels, int(int64_t(chunk) * ((panels + 1) / 2) / chunks) * 2);
 }
 
+// Whether conv2d_forward runs this convolution on a kernel that packs the weights its own way (the direct 3x3
+// kernel, the tap sets), so that neither a kept packing nor a packing without the weights serves it.
+inline bool packs_own_weights(const ConvGeometry& g) { return conv3x3_applies(g) || tap_sets_apply(g); }
+
 // inp (B,C,H,W), weight (OC,C,KH,KW) -> out (B,OC,OH,OW), finished as `epilogue` says. The weights are packed into
 // packed_weight once per call, unless `weight_packed`: it already holds these weights packed by an earlier call (a
 // caller whose weights have not changed since). A work item is one image's chunk of output pixels (and, when there are fewer items than threads, a
@@ -236,11 +240,11 @@ inline int forward_chunk_start(int chunk, int chunks, int panels) {
 template <typename T>
 void conv2d_forward(T* out, const T* inp, int batch, const T* weight, const ConvGeometry& g,
                     GuardedScratch<T>& packed_weight, const ConvEpilogue<T>& epilogue, bool weight_packed = false) {
-  if (conv3x3_applies(g) || tap_sets_apply(g)) {  // these pack the weights their own way
+  if (packs_own_weights(g)) {
     if (!weight && g.OC > 0)
       throw std::logic_error("conv2d_forward: this kernel needs the weights, not only their packing");
-    if (tap_sets_apply(g)) return conv2d_forward_tap_sets(out, inp, batch, weight, g, epilogue);
-    return conv3x3_forward(out, inp, batch, weight, g, epilogue);
+    return tap_sets_apply(g) ? conv2d_forward_tap_sets(out, inp, batch, weight, g, epilogue)
+                             : conv3x3_forward(out, inp, batch, weight, g, epilogue);
   }
   constexpr int NR = kCols<T>;
   const int pixels = g.OH() * g.OW(), K = g.patch(), M = g.OC;
@@ -367,7 +371,7 @@ void conv2d_backward(T* grad_inp, T* grad_weight, T* grad_bias, const T* dout, c
     const int pad = g.dilation * (g.KH - 1) - g.pad;
     const ConvGeometry transposed{g.OC, g.OH(), g.OW(), g.C, g.KH, g.KW, 1, pad, g.dilation};
     const ConvEpilogue<T> add_to_grad{nullptr, false, /*accumulate=*/true};
-    if (conv3x3_applies(transposed) || tap_sets_apply(transposed)) {  // these pack the flipped weights their way
+    if (packs_own_weights(transposed)) {
       flip_weights(scratch.flipped_weight.resize(int64_t(g.OC) * K), weight, g);
       conv2d_forward(grad_inp, dout, batch, scratch.flipped_weight.data(), transposed, scratch.packed_weight,
                      add_to_grad);

@@ -132,7 +132,7 @@ void Model<T>::run_conv(const std::string& out, const std::string& in, const std
   Tensor<T> y({B, g.OC, g.OH(), g.OW()}, Uninitialized{});  // conv2d_forward writes every element
   GuardedScratch<T>* packed = &packed_weight_;
   bool kept = false;
-  if (inference_ && !conv3x3_applies(g) && !tap_sets_apply(g)) {  // these two pack their own weights
+  if (inference_ && !packs_own_weights(g)) {
     auto [entry, added] = inference_packed_.try_emplace(prefix);
     packed = &entry->second, kept = !added;
   }
@@ -220,7 +220,7 @@ std::pair<Tensor<T>, Tensor<T>> Model<T>::run_head_pair(int k) {
   bias.insert(bias.end(), conf_bias.begin(), conf_bias.end());
   GuardedScratch<T>* packed = &packed_weight_;
   bool kept = false;
-  if (inference_ && !conv3x3_applies(g)) {  // the 3x3 kernel packs its own weights
+  if (inference_ && !packs_own_weights(g)) {
     auto [entry, added] = inference_packed_.try_emplace("head.pair." + std::to_string(k));
     packed = &entry->second, kept = !added;
   }
